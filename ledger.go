@@ -1,0 +1,141 @@
+package bandonce
+
+import (
+	"context"
+	"sync"
+)
+
+// KeyState is what a Ledger knows of one reply key in one room.
+type KeyState int
+
+const (
+	// KeyUnknown: no record.
+	KeyUnknown KeyState = iota
+	// KeyIntent: a post of this key was about to be sent; it may or may
+	// not have landed.
+	KeyIntent
+	// KeyAccepted: the reply with this key was posted.
+	KeyAccepted
+	// KeyDuplicateDropped: the reply was found already posted and dropped.
+	KeyDuplicateDropped
+)
+
+func (s KeyState) String() string {
+	switch s {
+	case KeyIntent:
+		return "intent"
+	case KeyAccepted:
+		return "accepted"
+	case KeyDuplicateDropped:
+		return "duplicate-dropped"
+	default:
+		return "unknown"
+	}
+}
+
+// Settled reports whether the reply with this key is known to be in the room.
+func (s KeyState) Settled() bool { return s == KeyAccepted || s == KeyDuplicateDropped }
+
+// Ledger records what the shell did, so a later delivery of the same
+// message can be settled without repeating it. The shell calls it from one
+// goroutine per room; implementations must be safe for concurrent use
+// across rooms.
+type Ledger interface {
+	// Key returns the state of a reply key in a room.
+	Key(ctx context.Context, room, key string) (KeyState, error)
+	// SetKey records a key's state. When state is KeyIntent the record
+	// must be durable, if the ledger is, before SetKey returns: the post
+	// it protects follows at once.
+	SetKey(ctx context.Context, room, key string, state KeyState) error
+	// AckPending reports whether the message's fate is settled (its reply
+	// posted, or none due) and only its processed mark is outstanding.
+	AckPending(ctx context.Context, room, messageID string) (bool, error)
+	// SetAckPending records (pending true) or clears (false) that state.
+	SetAckPending(ctx context.Context, room, messageID string, pending bool) error
+	// Durable reports whether records survive a crash of the process. A
+	// durable ledger's KeyUnknown means this agent never tried to post
+	// the key, which lets the shell skip the room read.
+	Durable() bool
+}
+
+// MemoryLedger is the default Ledger: in memory, lost with the process.
+// It keeps at most its cap of settled keys per room, evicting the oldest;
+// forgetting a key only costs a room read on a later redelivery.
+// Ack-pending records are never evicted. The zero value is ready to use.
+type MemoryLedger struct {
+	// MaxKeysPerRoom bounds the keys kept per room. Zero means 10000.
+	MaxKeysPerRoom int
+
+	mu    sync.Mutex
+	rooms map[string]*memoryRoom
+}
+
+type memoryRoom struct {
+	keys  map[string]KeyState
+	order []string // insertion order of keys, for eviction
+	acks  map[string]bool
+}
+
+// NewMemoryLedger returns an empty MemoryLedger.
+func NewMemoryLedger() *MemoryLedger { return &MemoryLedger{} }
+
+func (l *MemoryLedger) room(id string) *memoryRoom {
+	if l.rooms == nil {
+		l.rooms = make(map[string]*memoryRoom)
+	}
+	r := l.rooms[id]
+	if r == nil {
+		r = &memoryRoom{keys: make(map[string]KeyState), acks: make(map[string]bool)}
+		l.rooms[id] = r
+	}
+	return r
+}
+
+// Key implements Ledger.
+func (l *MemoryLedger) Key(_ context.Context, room, key string) (KeyState, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.room(room).keys[key], nil
+}
+
+// SetKey implements Ledger.
+func (l *MemoryLedger) SetKey(_ context.Context, room, key string, state KeyState) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.room(room)
+	if _, seen := r.keys[key]; !seen {
+		r.order = append(r.order, key)
+	}
+	r.keys[key] = state
+	limit := l.MaxKeysPerRoom
+	if limit <= 0 {
+		limit = 10000
+	}
+	for len(r.order) > limit {
+		delete(r.keys, r.order[0])
+		r.order = r.order[1:]
+	}
+	return nil
+}
+
+// AckPending implements Ledger.
+func (l *MemoryLedger) AckPending(_ context.Context, room, messageID string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.room(room).acks[messageID], nil
+}
+
+// SetAckPending implements Ledger.
+func (l *MemoryLedger) SetAckPending(_ context.Context, room, messageID string, pending bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if pending {
+		l.room(room).acks[messageID] = true
+	} else {
+		delete(l.room(room).acks, messageID)
+	}
+	return nil
+}
+
+// Durable implements Ledger: a MemoryLedger forgets everything on a crash.
+func (l *MemoryLedger) Durable() bool { return false }

@@ -1,0 +1,104 @@
+package bandonce
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Handler does the work for one message. It returns the reply to post, or
+// nil to consume the message without posting. It must honour ctx: an
+// interrupt, stop or shutdown cancels it, and context.Cause(ctx) says which
+// (ErrInterrupted, ErrStopped, ErrShutdown, ErrSuperseded).
+//
+// The shell decides the message's fate after Handler returns, never while it
+// runs, so a handler that finishes its reply before noticing a cancellation
+// is judged by the cause, not by a race.
+type Handler func(ctx context.Context, msg *Message) (*Reply, error)
+
+// Message is one message of a room, as handed to a Handler.
+type Message struct {
+	// ID is Band's message id.
+	ID string
+	// RoomID is the chat room the message belongs to.
+	RoomID string
+	// Content is the message as stored, with @[[uuid]] mention markers.
+	Content string
+	// SenderID, SenderType ("User" or "Agent") and SenderName describe the
+	// author.
+	SenderID   string
+	SenderType string
+	SenderName string
+	// Attempt is Band's attempt number for this delivery: 1 the first time
+	// the message is claimed, higher after a crash, a stop or a failure.
+	Attempt int
+	// InsertedAt is when Band stored the message; zero if it did not say.
+	InsertedAt time.Time
+
+	loadContext func(context.Context) ([]ContextItem, error)
+	ctxOnce     sync.Mutex
+	ctxItems    []ContextItem
+	ctxLoaded   bool
+}
+
+// ContextItem is one entry of a room's context as the agent sees it: its
+// own messages and the text messages that mention it, oldest first.
+type ContextItem struct {
+	ID          string
+	Content     string
+	MessageType string
+	SenderID    string
+	SenderType  string
+	SenderName  string
+	InsertedAt  time.Time
+}
+
+// Reply is what a Handler asks the shell to post.
+type Reply struct {
+	// Content is the text to post. It must not be blank.
+	Content string
+	// Mentions are the participant ids the reply mentions. Band requires at
+	// least one, each a participant of the room other than the agent.
+	Mentions []string
+	// DedupKey is the natural key of the unit of work. The shell posts a
+	// reply with a given key at most once per room. Empty means the
+	// message's default key, DefaultKey(msg.ID), so every reply is guarded.
+	DedupKey string
+}
+
+// DefaultKey is the dedup key of a reply whose DedupKey is empty.
+func DefaultKey(messageID string) string { return "msg:" + messageID }
+
+// Body returns the content with every @[[uuid]] mention marker, and the
+// whitespace after it, removed, then trimmed.
+func (m *Message) Body() string { return StripMentions(m.Content) }
+
+// RoomContext returns the room's context (the agent's own messages and the
+// text messages that mention it, oldest first). It is read from Band on the
+// first call only; a handler that never calls it costs no request.
+func (m *Message) RoomContext(ctx context.Context) ([]ContextItem, error) {
+	m.ctxOnce.Lock()
+	defer m.ctxOnce.Unlock()
+	if m.ctxLoaded {
+		return m.ctxItems, nil
+	}
+	if m.loadContext == nil {
+		return nil, nil
+	}
+	items, err := m.loadContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.ctxItems, m.ctxLoaded = items, true
+	return items, nil
+}
+
+var mentionMarker = regexp.MustCompile(`@\[\[[0-9A-Fa-f-]{36}\]\]\s*`)
+
+// StripMentions removes every @[[uuid]] mention marker, and the whitespace
+// that follows it, from content, then trims the result.
+func StripMentions(content string) string {
+	return strings.TrimSpace(mentionMarker.ReplaceAllString(content, ""))
+}
