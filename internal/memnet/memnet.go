@@ -1,0 +1,183 @@
+// Package memnet serves an http.Handler to an http.Client in process, with
+// no sockets, so tests can run under testing/synctest with virtual time and
+// still go through the real net/http client stack. WebSocket upgrades work
+// too: the handler hijacks one end of a net.Pipe and the client's response
+// body is the other.
+package memnet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Transport is an http.RoundTripper that calls Handler directly.
+type Transport struct {
+	Handler http.Handler
+}
+
+// Client returns an *http.Client whose requests h serves in process.
+func Client(h http.Handler) *http.Client {
+	return &http.Client{Transport: &Transport{Handler: h}}
+}
+
+// ErrHandlerAbandoned is returned when the request's context ends before
+// the handler has answered.
+var ErrHandlerAbandoned = errors.New("memnet: request context ended before the response")
+
+// RoundTrip implements http.RoundTripper. The request body is read in full
+// before the handler runs, as a server would have received it.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		var err error
+		body, err = io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if isUpgrade(req) {
+		return t.upgrade(req, body)
+	}
+	sreq := serverRequest(req, req.Context(), body)
+	rec := &recorder{header: make(http.Header), status: 0}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t.Handler.ServeHTTP(rec, sreq)
+	}()
+	select {
+	case <-done:
+	case <-req.Context().Done():
+		// The handler sees the same context and is expected to notice;
+		// the client does not wait for it.
+		return nil, errors.Join(ErrHandlerAbandoned, context.Cause(req.Context()))
+	}
+	return rec.response(req), nil
+}
+
+func isUpgrade(req *http.Request) bool {
+	return strings.EqualFold(req.Header.Get("Upgrade"), "websocket")
+}
+
+func serverRequest(req *http.Request, ctx context.Context, body []byte) *http.Request {
+	sreq := req.Clone(ctx)
+	sreq.Body = io.NopCloser(bytes.NewReader(body))
+	sreq.ContentLength = int64(len(body))
+	sreq.RequestURI = req.URL.RequestURI()
+	sreq.RemoteAddr = "memnet:0"
+	if sreq.Host == "" {
+		sreq.Host = req.URL.Host
+	}
+	return sreq
+}
+
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(p)
+}
+
+func (r *recorder) response(req *http.Request) *http.Response {
+	status := r.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return &http.Response{
+		Status:        http.StatusText(status),
+		StatusCode:    status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        r.header,
+		Body:          io.NopCloser(bytes.NewReader(r.body.Bytes())),
+		ContentLength: int64(r.body.Len()),
+		Request:       req,
+	}
+}
+
+// upgrade runs the handler with a hijackable writer. If the handler
+// hijacks, the client gets a 101 whose body is its end of the pipe; if it
+// answers normally (a refused upgrade), the client gets that answer.
+func (t *Transport) upgrade(req *http.Request, body []byte) (*http.Response, error) {
+	// The connection outlives the dial's context, as a real one does.
+	sreq := serverRequest(req, context.WithoutCancel(req.Context()), body)
+	client, server := net.Pipe()
+	w := &hijacker{recorder: recorder{header: make(http.Header)}, conn: server, hijacked: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t.Handler.ServeHTTP(w, sreq)
+		if !w.wasHijacked() {
+			server.Close()
+		}
+	}()
+	select {
+	case <-w.hijacked:
+		status := w.status
+		if status == 0 {
+			status = http.StatusSwitchingProtocols
+		}
+		return &http.Response{
+			Status:     http.StatusText(status),
+			StatusCode: status,
+			Proto:      "HTTP/1.1",
+			ProtoMajor: 1,
+			ProtoMinor: 1,
+			Header:     w.header,
+			Body:       client,
+			Request:    req,
+		}, nil
+	case <-done:
+		client.Close()
+		return w.response(req), nil
+	case <-req.Context().Done():
+		client.Close()
+		return nil, errors.Join(ErrHandlerAbandoned, context.Cause(req.Context()))
+	}
+}
+
+type hijacker struct {
+	recorder
+	conn     net.Conn
+	hijacked chan struct{}
+	mu       sync.Mutex
+	done     bool
+}
+
+func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		return nil, nil, errors.New("memnet: already hijacked")
+	}
+	h.done = true
+	close(h.hijacked)
+	return h.conn, bufio.NewReadWriter(bufio.NewReader(h.conn), bufio.NewWriter(h.conn)), nil
+}
+
+func (h *hijacker) wasHijacked() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.done
+}
