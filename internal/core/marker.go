@@ -1,0 +1,64 @@
+package core
+
+import (
+	"errors"
+	"strings"
+	"unicode/utf8"
+)
+
+// The dedup key travels as the last line of a posted reply, in band-once
+// 0.1's format, so rooms shared with Python band-once agents dedup across
+// both.
+const (
+	markerPrefix = "[dedup_key:"
+	markerSuffix = "]"
+	// MaxKeyLen bounds a dedup key; a reply's marker should stay a
+	// footnote, not a payload.
+	MaxKeyLen = 256
+)
+
+// ErrBadKey is wrapped by ValidateKey's errors.
+var ErrBadKey = errors.New("invalid dedup key")
+
+// ValidateKey reports whether key can travel in a marker and be read back
+// exactly: non-empty, valid UTF-8, one line, at most MaxKeyLen bytes.
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return errors.Join(ErrBadKey, errors.New("empty"))
+	case len(key) > MaxKeyLen:
+		return errors.Join(ErrBadKey, errors.New("longer than 256 bytes"))
+	case !utf8.ValidString(key):
+		return errors.Join(ErrBadKey, errors.New("not valid UTF-8"))
+	case strings.ContainsAny(key, "\r\n"):
+		return errors.Join(ErrBadKey, errors.New("contains a line break"))
+	case strings.TrimSpace(key) != key:
+		return errors.Join(ErrBadKey, errors.New("has leading or trailing space"))
+	}
+	return nil
+}
+
+// AppendMarker returns content with the key's marker as its last line.
+func AppendMarker(content, key string) string {
+	return strings.TrimRight(content, "\r\n") + "\n" + markerPrefix + key + markerSuffix
+}
+
+// ParseMarker returns the key of the marker on content's last line. Only
+// an exact marker counts: a key quoted inside other text, or a marker that
+// is not the last line, is not one.
+func ParseMarker(content string) (key string, ok bool) {
+	content = strings.TrimRight(content, "\r\n \t")
+	last := content
+	if i := strings.LastIndexByte(content, '\n'); i >= 0 {
+		last = content[i+1:]
+	}
+	last = strings.TrimSpace(last)
+	if !strings.HasPrefix(last, markerPrefix) || !strings.HasSuffix(last, markerSuffix) {
+		return "", false
+	}
+	key = last[len(markerPrefix) : len(last)-len(markerSuffix)]
+	if ValidateKey(key) != nil {
+		return "", false
+	}
+	return key, true
+}
