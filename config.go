@@ -128,9 +128,11 @@ const (
 	// AckPending: the reply is settled but the processed mark failed; only
 	// the mark is retried.
 	AckPending
+	// Acknowledged: a pending processed mark was retried and landed.
+	Acknowledged
 )
 
-var outcomeNames = [...]string{"", "replied", "no-reply", "duplicate-dropped", "failed", "dead-lettered", "interrupted", "stopped", "ack-pending"}
+var outcomeNames = [...]string{"", "replied", "no-reply", "duplicate-dropped", "failed", "dead-lettered", "interrupted", "stopped", "ack-pending", "acknowledged"}
 
 func (k OutcomeKind) String() string {
 	if k > 0 && int(k) < len(outcomeNames) {

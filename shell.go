@@ -2,13 +2,52 @@ package bandonce
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/phoenix"
+	"github.com/band-once/bandonce/internal/wire"
 )
 
 // Shell carries every message of the agent's rooms through Band's
-// lifecycle exactly once. Create it with New and serve with Run.
+// lifecycle: /next, processing, the Handler, the guarded post, processed
+// (or failed). Create it with New and serve with Run.
 type Shell struct {
-	cfg settings
+	cfg    settings
+	api    *wire.Client
+	jitter *core.Jitter
+	log    *slog.Logger
+	slots  chan struct{} // one token per room handling a message
+
+	jitterSeed uint64
+	running    atomic.Bool
+	socketUp   atomic.Bool    // pushes are flowing: idle rooms only resync slowly
+	socketDone sync.WaitGroup // the socket's goroutine
+
+	mu           sync.Mutex
+	me           wire.Agent
+	rooms        map[string]*room
+	sock         *phoenix.Client
+	seen         *core.SeenSet           // correlation ids of applied control signals
+	agentStopped bool                    // an agent-wide stop holds; new rooms start stopped
+	fatal        context.CancelCauseFunc // ends Run with an error
+	work         sync.WaitGroup          // room goroutines
+	run          runContexts
+}
+
+// runContexts are the two lifetimes of one Run: fetching stops when fetch
+// ends; running handlers are cancelled when hard ends.
+type runContexts struct {
+	fetch context.Context
+	hard  context.Context
 }
 
 // New validates cfg and returns a Shell. It makes no request.
@@ -17,10 +56,230 @@ func New(cfg Config) (*Shell, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Shell{cfg: s}, nil
+	seed := s.Retry.Seed
+	if seed == 0 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		seed = binary.LittleEndian.Uint64(b[:])
+	}
+	doer := wire.NewRetryDoer(s.HTTPClient, wire.RetryOptions{
+		MaxAttempts:   s.Retry.MaxAttempts,
+		BaseDelay:     s.Retry.BaseDelay,
+		MaxDelay:      s.Retry.MaxDelay,
+		MaxRetryAfter: s.Retry.MaxRetryAfter,
+		Seed:          seed,
+		Logger:        s.Logger,
+	})
+	return &Shell{
+		cfg:        s,
+		jitterSeed: seed,
+		api:        wire.NewClient(s.baseURL.String(), s.APIKey, doer),
+		jitter:     core.NewJitter(seed + 1),
+		log:        s.Logger,
+		slots:      make(chan struct{}, s.MaxConcurrentRooms),
+		rooms:      make(map[string]*room),
+	}, nil
 }
 
-// Run serves until ctx ends or a fatal error.
+// ErrAlreadyRunning is returned by a second concurrent call to Run.
+var ErrAlreadyRunning = errors.New("bandonce: Run already in progress")
+
+// Run serves until ctx ends or a fatal error: a rejected API key
+// (ErrUnauthorized), or ErrSuperseded. When ctx ends, Run stops fetching,
+// lets running handlers finish for up to ShutdownTimeout, then cancels them
+// with ErrShutdown; it returns nil after every goroutine it started has
+// ended. Nothing is marked on shutdown.
 func (s *Shell) Run(ctx context.Context) error {
-	return errors.New("not yet")
+	if !s.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer s.running.Store(false)
+
+	fetch, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	hard, cancelHard := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelHard(nil)
+	s.mu.Lock()
+	s.fatal, s.run = fail, runContexts{fetch: fetch, hard: hard}
+	s.mu.Unlock()
+
+	err := s.start(fetch)
+	if err == nil {
+		<-fetch.Done()
+		err = context.Cause(fetch)
+	}
+	if errors.Is(err, ErrSuperseded) {
+		cancelHard(ErrSuperseded)
+	}
+	s.drain(cancelHard)
+	if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+		return nil // the caller ended Run: a clean shutdown
+	}
+	return err
+}
+
+// start learns who the agent is and starts its rooms.
+func (s *Shell) start(ctx context.Context) error {
+	me, err := retryUntil(ctx, s, "GET /agent/me", func() (*wire.Agent, error) { return s.api.Me(ctx) })
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.me = *me
+	s.mu.Unlock()
+	s.log.Info("bandonce: serving", "agent", me.ID, "handle", me.Handle)
+
+	ids := s.cfg.Rooms
+	if len(ids) == 0 {
+		chats, err := retryUntil(ctx, s, "GET /agent/chats", func() ([]wire.Chat, error) { return s.api.Chats(ctx) })
+		if err != nil {
+			return err
+		}
+		for _, c := range chats {
+			ids = append(ids, c.ID)
+		}
+	}
+	for _, id := range ids {
+		s.addRoom(id)
+	}
+	if !s.cfg.DisableSocket {
+		s.startSocket(ctx, me.ID)
+	}
+	return nil
+}
+
+// retryUntil repeats a start-up call through outages, with backoff, until
+// it succeeds, ctx ends, or Band gives a final answer. A rejected key is
+// fatal at once.
+func retryUntil[T any](ctx context.Context, s *Shell, what string, call func() (T, error)) (T, error) {
+	for n := 0; ; n++ {
+		v, err := call()
+		if err == nil {
+			return v, nil
+		}
+		if fatal := asFatal(err); fatal != nil {
+			return v, fatal
+		}
+		wait := s.jitter.Backoff(s.cfg.Retry.BaseDelay, s.cfg.Retry.MaxDelay, n)
+		s.log.Warn("bandonce: start-up call failed; retrying", "call", what, "err", err, "wait", wait)
+		if err := sleep(ctx, wait); err != nil {
+			return v, err
+		}
+	}
+}
+
+// asFatal returns the error Run should end with, or nil if err may pass.
+func asFatal(err error) error {
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.Status {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return fmt.Errorf("%w: %w", ErrUnauthorized, apiErr)
+		}
+	}
+	return nil
+}
+
+// addRoom starts serving a room unless it already is.
+func (s *Shell) addRoom(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.rooms[id]; ok || s.run.fetch == nil || s.run.fetch.Err() != nil {
+		return
+	}
+	r := newRoom(s, id)
+	r.ctl.stopped = s.agentStopped
+	fetch, cancel := context.WithCancelCause(s.run.fetch)
+	r.leave = cancel
+	s.rooms[id] = r
+	if s.sock != nil {
+		s.sock.Join("chat_room:"+id, r.onRoomEvent)
+	}
+	s.work.Add(1)
+	go func() {
+		defer s.work.Done()
+		defer cancel(nil)
+		r.run(fetch, s.run.hard)
+	}()
+}
+
+// errRoomRemoved ends a room's loop when the agent leaves the room.
+var errRoomRemoved = errors.New("bandonce: agent removed from the room")
+
+// removeRoom stops serving a room the agent left. A handler in flight
+// finishes; Band refuses what it posts if the agent is really gone.
+func (s *Shell) removeRoom(id string) {
+	s.mu.Lock()
+	r := s.rooms[id]
+	s.mu.Unlock()
+	if r != nil {
+		r.leave(errRoomRemoved)
+	}
+}
+
+// dropRoom forgets a room whose loop has ended.
+func (s *Shell) dropRoom(r *room) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rooms[r.id] == r {
+		delete(s.rooms, r.id)
+		if s.sock != nil {
+			s.sock.Leave("chat_room:" + r.id)
+		}
+	}
+}
+
+// failRun ends Run with err.
+func (s *Shell) failRun(err error) {
+	s.mu.Lock()
+	fail := s.fatal
+	s.mu.Unlock()
+	if fail != nil {
+		fail(err)
+	}
+}
+
+// drain waits for the rooms: first as long as ShutdownTimeout allows,
+// then after cancelling their handlers with ErrShutdown.
+func (s *Shell) drain(cancelHard context.CancelCauseFunc) {
+	done := make(chan struct{})
+	go func() {
+		s.work.Wait()
+		s.socketDone.Wait()
+		close(done)
+	}()
+	grace := time.NewTimer(s.cfg.ShutdownTimeout)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		s.log.Warn("bandonce: shutdown timeout; cancelling running handlers")
+		cancelHard(ErrShutdown)
+		<-done
+	}
+	s.mu.Lock()
+	s.rooms = make(map[string]*room)
+	s.sock, s.seen, s.agentStopped = nil, nil, false
+	s.mu.Unlock()
+}
+
+func (s *Shell) agentID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.me.ID
+}
+
+// sleep waits d or until ctx ends, whichever is first.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }

@@ -1,0 +1,161 @@
+package bandonce
+
+import (
+	"context"
+	"sync"
+)
+
+// roomControl is the part of a room that control signals touch. The
+// receive path calls interrupt, stop and play; they take a mutex, flip
+// fields and cancel a context, and never wait on I/O. Everything else about
+// the message stays on the room's goroutine.
+type roomControl struct {
+	mu      sync.Mutex
+	stopped bool
+	probe   bool // a stopped room may ask /next once, to learn if a play was missed
+	cur     *cycle
+	wake    chan struct{} // buffered(1): a coalescing "look at /next now"
+}
+
+// cycle is one message's passage through the room, from the /next call
+// that fetches it until its fate is committed. A signal that lands in that
+// window is never lost: before the handler starts it is recorded in abort,
+// while the handler runs it also cancels the handler's context, and once
+// the fate is committed (the reply POST is about to be sent, or the mark
+// chosen) it no longer changes this message.
+type cycle struct {
+	probe     bool                    // a stopped room's single look at /next
+	abort     error                   // ErrInterrupted or ErrStopped; the last signal wins
+	cancel    context.CancelCauseFunc // set while the handler runs
+	committed bool
+}
+
+func newRoomControl() *roomControl {
+	return &roomControl{wake: make(chan struct{}, 1)}
+}
+
+// begin opens a cycle before /next is asked, unless the room is stopped
+// and no probe was requested.
+func (c *roomControl) begin() (*cycle, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cy := &cycle{}
+	if c.stopped {
+		if !c.probe {
+			return nil, false
+		}
+		c.probe, cy.probe = false, true
+	}
+	c.cur = cy
+	return cy, true
+}
+
+// requestProbe lets a stopped room ask /next once and wakes it.
+func (c *roomControl) requestProbe() {
+	c.mu.Lock()
+	c.probe = true
+	c.mu.Unlock()
+	c.poke()
+}
+
+// end closes the cycle; later signals find nothing in flight.
+func (c *roomControl) end(cy *cycle) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == cy {
+		c.cur = nil
+	}
+}
+
+// startHandler installs the handler's cancel func, unless a signal already
+// aborted the cycle or the room was stopped meanwhile: then it returns the
+// cause and the handler must not start.
+func (c *roomControl) startHandler(cy *cycle, cancel context.CancelCauseFunc) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cy.abort != nil {
+		return cy.abort
+	}
+	if c.stopped {
+		cy.abort = ErrStopped
+		return ErrStopped
+	}
+	cy.cancel = cancel
+	return nil
+}
+
+// commit fixes the message's fate: it returns the signal that aborted the
+// cycle, if any, and otherwise makes later signals no-ops for it.
+func (c *roomControl) commit(cy *cycle) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cy.cancel = nil
+	if cy.abort != nil {
+		return cy.abort
+	}
+	cy.committed = true
+	return nil
+}
+
+// signal aborts the cycle in flight with cause. It reports whether a cycle
+// was there to abort.
+func (c *roomControl) signal(cause error) bool {
+	cy := c.cur
+	if cy == nil || cy.committed {
+		return false
+	}
+	cy.abort = cause
+	if cy.cancel != nil {
+		cy.cancel(cause)
+	}
+	return true
+}
+
+// interrupt aborts the cycle in flight, if any: nothing is posted and the
+// message is consumed.
+func (c *roomControl) interrupt() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.signal(ErrInterrupted)
+}
+
+// stop stops the room: the cycle in flight is aborted and left for replay,
+// and no cycle begins until play.
+func (c *roomControl) stop() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	return c.signal(ErrStopped)
+}
+
+// play clears the stop and wakes the room for a /next catch-up. It reports
+// whether the room was stopped.
+func (c *roomControl) play() bool {
+	c.mu.Lock()
+	was := c.stopped
+	c.stopped = false
+	c.mu.Unlock()
+	c.poke()
+	return was
+}
+
+// poke asks the room to look at /next now; it never blocks.
+func (c *roomControl) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *roomControl) isStopped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopped
+}
+
+// abortedBy reports whether cause aborted the cycle.
+func (c *roomControl) abortedBy(cy *cycle, cause error) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return cy.abort == cause
+}

@@ -1,0 +1,85 @@
+package bandonce
+
+import (
+	"context"
+
+	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/wire"
+)
+
+// contextPageSize is the largest page /context serves; the guard reads as
+// few pages as it can.
+const contextPageSize = 100
+
+// guardIndex is a room's memory of the dedup keys on the agent's own posts,
+// with the place its last read of /context ended, so a later guard reads
+// only what is new. It belongs to the room's goroutine.
+type guardIndex struct {
+	keys map[string]bool
+	// resume is the cursor of the last page read. The next read starts
+	// there again, because a last page may grow and Band gives no cursor
+	// past its end; re-reading one page is the price of not missing a post.
+	resume string
+}
+
+// contains reports whether the agent has posted a reply with key in the
+// room, reading every page of /context it has not read yet. Only exact
+// markers on the agent's own posts count: a human quoting a marker, or a
+// key that merely contains this one, is not a match.
+func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self, key string) (bool, error) {
+	if g.keys[key] {
+		return true, nil
+	}
+	cursor := g.resume
+	for {
+		page, err := api.Context(ctx, room, cursor, contextPageSize)
+		if err != nil {
+			return false, err
+		}
+		for _, item := range page.Items {
+			if item.SenderID != self || item.SenderType != "Agent" {
+				continue
+			}
+			if k, ok := core.ParseMarker(item.Content); ok {
+				g.add(k)
+			}
+		}
+		if !page.HasMore || page.NextCursor == "" {
+			g.resume = cursor
+			return g.keys[key], nil
+		}
+		cursor = page.NextCursor
+	}
+}
+
+// add records a key the agent is known to have posted.
+func (g *guardIndex) add(key string) {
+	if g.keys == nil {
+		g.keys = make(map[string]bool)
+	}
+	g.keys[key] = true
+}
+
+// loadRoomContext reads a room's whole context, oldest first, for a
+// handler that asked for it.
+func loadRoomContext(ctx context.Context, api *wire.Client, room string) ([]ContextItem, error) {
+	var items []ContextItem
+	cursor := ""
+	for {
+		page, err := api.Context(ctx, room, cursor, contextPageSize)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range page.Items {
+			items = append(items, ContextItem{
+				ID: m.ID, Content: m.Content, MessageType: m.MessageType,
+				SenderID: m.SenderID, SenderType: m.SenderType, SenderName: m.SenderName,
+				InsertedAt: m.InsertedAt,
+			})
+		}
+		if !page.HasMore || page.NextCursor == "" {
+			return items, nil
+		}
+		cursor = page.NextCursor
+	}
+}

@@ -1,0 +1,189 @@
+package bandonce
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/band-once/bandonce/internal/wire"
+)
+
+// room serves one chat: one goroutine, one message at a time, in /next
+// order. Everything but ctl belongs to that goroutine.
+type room struct {
+	s     *Shell
+	id    string
+	ctl   *roomControl
+	guard guardIndex
+	leave context.CancelCauseFunc // ends the loop when the agent leaves the room
+
+	// failures counts handler failures per message, the budget against
+	// MaxAttempts. Control aborts and crashes are never charged.
+	failures map[string]*failure
+	// unsent holds replies whose post failed ambiguously, so the next
+	// delivery re-guards and posts them without running the handler again.
+	unsent map[string]*Reply
+	// consumeOnServe holds messages interrupted before their claim
+	// succeeded: the next delivery consumes them without a handler.
+	consumeOnServe map[string]bool
+
+	errStreak int    // consecutive rounds that ended in an error, for backoff
+	lastStale string // a message /next served though Band says it is done
+	gone      bool   // Band says the agent is not in this room (404)
+}
+
+// step is how one round of the room ended, and so what it does next.
+type step int
+
+const (
+	stepNext    step = iota // ask /next again at once
+	stepIdle                // nothing to do: wait for a wake-up or the poll
+	stepBackoff             // something failed: wait with backoff
+	stepStopped             // the room is stopped: wait for play
+	stepGone                // the room is no longer ours
+)
+
+func newRoom(s *Shell, id string) *room {
+	return &room{
+		s: s, id: id, ctl: newRoomControl(),
+		failures:       make(map[string]*failure),
+		unsent:         make(map[string]*Reply),
+		consumeOnServe: make(map[string]bool),
+	}
+}
+
+// run is the room's goroutine. It returns when fetch ends or the room is
+// gone; a handler in flight is bounded by hard.
+func (r *room) run(fetch, hard context.Context) {
+	defer r.s.dropRoom(r)
+	for fetch.Err() == nil {
+		wait := r.drain(fetch, hard)
+		if r.gone || fetch.Err() != nil {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-fetch.Done():
+		case <-r.ctl.wake:
+		case <-t.C:
+			if !r.s.socketUp.Load() {
+				// No socket, no play push: a stopped room learns that
+				// its gate opened only by asking /next now and then.
+				r.ctl.requestProbe()
+			}
+		}
+		t.Stop()
+	}
+}
+
+// drain handles messages until /next has none, the room stops, or a
+// request fails, and returns how long to wait before the next look.
+func (r *room) drain(fetch, hard context.Context) time.Duration {
+	for fetch.Err() == nil {
+		switch r.round(fetch, hard) {
+		case stepNext:
+			r.errStreak = 0
+		case stepIdle:
+			r.errStreak = 0
+			return r.s.idleWait()
+		case stepBackoff:
+			r.errStreak++
+			return r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, r.errStreak)
+		case stepStopped:
+			// With the socket up, play wakes the room; without it, a
+			// slow probe is the only way to learn the gate opened.
+			if r.ctl.isStopped() {
+				r.s.log.Info("bandonce: room stopped; waiting for play", "room", r.id)
+			}
+			return r.s.cfg.ResyncInterval
+		case stepGone:
+			r.gone = true
+			return 0
+		}
+	}
+	return 0
+}
+
+// round fetches and settles one message.
+func (r *room) round(fetch, hard context.Context) step {
+	select {
+	case r.s.slots <- struct{}{}:
+	case <-fetch.Done():
+		return stepIdle
+	}
+	defer func() { <-r.s.slots }()
+
+	cy, ok := r.ctl.begin()
+	if !ok {
+		return stepStopped
+	}
+	defer r.ctl.end(cy)
+	m, err := r.s.api.Next(fetch, r.id)
+	if err != nil {
+		return r.failed("GET next", err)
+	}
+	if m == nil {
+		if cy.probe {
+			return stepStopped // the gate is still closed
+		}
+		return stepIdle
+	}
+	if cy.probe {
+		// A served message proves the platform's gate is open again: the
+		// play that opened it was lost while the socket was down.
+		r.s.log.Info("bandonce: stopped room has work again; resuming", "room", r.id)
+		r.ctl.play()
+	}
+	return r.settle(fetch, hard, cy, m)
+}
+
+// failed classifies a failed request: the room is gone, the key is
+// rejected (Run ends), Run is ending, or a retry later.
+func (r *room) failed(what string, err error) step {
+	var apiErr *APIError
+	switch {
+	case errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound:
+		r.s.log.Warn("bandonce: Band says the agent is not in this room; leaving it", "room", r.id, "err", err)
+		return stepGone
+	case asFatal(err) != nil:
+		r.s.failRun(asFatal(err))
+		return stepIdle
+	case errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown) || errors.Is(err, ErrSuperseded):
+		return stepIdle
+	}
+	r.s.log.Warn("bandonce: request failed; backing off", "room", r.id, "call", what, "err", err)
+	return stepBackoff
+}
+
+// idleWait is how long an idle room sleeps before asking /next again:
+// pushes wake it while the socket is up, so then it only resyncs slowly.
+func (s *Shell) idleWait() time.Duration {
+	if s.socketUp.Load() {
+		return s.cfg.ResyncInterval
+	}
+	return s.cfg.PollInterval
+}
+
+// markCtx gives bookkeeping calls their own deadline, detached from
+// cancellation: a mark must land even when the handler was interrupted or
+// Run is shutting down.
+func (s *Shell) markCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.MarkTimeout)
+}
+
+func (s *Shell) emit(o Outcome) {
+	if o.Kind == DeadLettered && s.cfg.Hooks.DeadLetter != nil {
+		s.cfg.Hooks.DeadLetter(o)
+	}
+	if s.cfg.Hooks.Outcome != nil {
+		s.cfg.Hooks.Outcome(o)
+	}
+}
+
+// isOwn reports whether m was written by this agent. /next should never
+// serve those; if it does, they are consumed without a handler so the
+// agent never answers itself.
+func (r *room) isOwn(m *wire.Message) bool {
+	return m.SenderType == "Agent" && m.SenderID == r.s.agentID()
+}

@@ -1,0 +1,303 @@
+package bandonce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strings"
+
+	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/wire"
+)
+
+// settle carries one served message to its fate: claim, handler, guarded
+// post, mark. The fate is decided after the handler returns, from its
+// result and the cause of any cancellation.
+func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) step {
+	ledger := r.s.cfg.Ledger
+	pending, err := ledger.AckPending(hard, r.id, m.ID)
+	if err != nil {
+		r.s.log.Error("bandonce: ledger read failed", "room", r.id, "message", m.ID, "err", err)
+		return stepBackoff
+	}
+	if pending || r.consumeOnServe[m.ID] || r.isOwn(m) {
+		// The fate is already settled: only the processed mark is owed.
+		return r.ackOnly(hard, m, Outcome{Kind: Acknowledged})
+	}
+
+	mark, err := r.claim(hard, m)
+	if err != nil {
+		if r.ctl.abortedBy(cy, ErrInterrupted) {
+			r.consumeOnServe[m.ID] = true
+		}
+		return r.claimFailed(m, err)
+	}
+	r.lastStale = ""
+	attempt := mark.AttemptNumber
+
+	if f := r.failures[m.ID]; f != nil && f.count >= r.s.cfg.MaxAttempts {
+		// The budget was spent but the dead-letter mark did not land.
+		return r.deadLetter(hard, m, f.last)
+	}
+
+	reply, ok := r.unsent[m.ID]
+	var handlerErr error
+	var abort core.Abort
+	if !ok {
+		if fetch.Err() != nil {
+			return stepIdle // shutting down: start no handler, mark nothing
+		}
+		hctx, cancel := context.WithCancelCause(hard)
+		defer cancel(nil)
+		if cause := r.ctl.startHandler(cy, cancel); cause != nil {
+			return r.aborted(hard, m, attempt, cause)
+		}
+		reply, handlerErr = r.callHandler(hctx, m, attempt)
+		if hctx.Err() != nil {
+			abort = abortOf(context.Cause(hctx))
+		}
+	}
+	if handlerErr == nil && reply != nil {
+		handlerErr = validateReply(reply)
+	}
+	var perm *PermanentError
+	fate := core.Decide(core.Result{
+		Abort:      abort,
+		Err:        handlerErr,
+		Permanent:  errors.As(handlerErr, &perm),
+		HasReply:   reply != nil,
+		Failures:   r.failures[m.ID].charged(),
+		MaxAttempt: r.s.cfg.MaxAttempts,
+	})
+	switch fate {
+	case core.FateConsumeInterrupted:
+		return r.aborted(hard, m, attempt, ErrInterrupted)
+	case core.FateLeave:
+		return r.aborted(hard, m, attempt, context.Cause(hard))
+	case core.FatePost:
+		return r.post(hard, cy, m, attempt, reply)
+	}
+	if cause := r.ctl.commit(cy); cause != nil {
+		return r.aborted(hard, m, attempt, cause)
+	}
+	switch fate {
+	case core.FateFail:
+		return r.fail(hard, m, attempt, handlerErr)
+	case core.FateDeadLetter:
+		r.charge(m.ID, handlerErr)
+		return r.deadLetter(hard, m, handlerErr)
+	default:
+		return r.ack(hard, m, attempt, Outcome{Kind: NoReply})
+	}
+}
+
+// claim marks the message processing, opening a new attempt.
+func (r *room) claim(ctx context.Context, m *wire.Message) (*wire.Mark, error) {
+	mctx, cancel := r.s.markCtx(ctx)
+	defer cancel()
+	return r.s.api.Processing(mctx, r.id, m.ID)
+}
+
+// claimFailed handles a processing mark Band refused or never answered.
+func (r *room) claimFailed(m *wire.Message, err error) step {
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity {
+		// Band says the message is no longer claimable: a stale serve of
+		// a message already processed. Ask again, but never in a tight
+		// loop if /next keeps serving it.
+		r.s.log.Info("bandonce: /next served a message Band will not claim", "room", r.id, "message", m.ID, "err", err)
+		if r.lastStale == m.ID {
+			return stepBackoff
+		}
+		r.lastStale = m.ID
+		return stepNext
+	}
+	return r.failed("POST processing", err)
+}
+
+// callHandler runs the handler, turning a panic into a *PanicError.
+func (r *room) callHandler(ctx context.Context, wm *wire.Message, attempt int) (reply *Reply, err error) {
+	if d := r.s.cfg.HandlerTimeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("handler timed out after %s", d))
+		defer cancel()
+	}
+	msg := &Message{
+		ID: wm.ID, RoomID: r.id, Content: wm.Content,
+		SenderID: wm.SenderID, SenderType: wm.SenderType, SenderName: wm.SenderName,
+		Attempt: attempt, InsertedAt: wm.InsertedAt,
+		loadContext: func(ctx context.Context) ([]ContextItem, error) {
+			return loadRoomContext(ctx, r.s.api, r.id)
+		},
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			stack := debug.Stack()
+			r.s.log.Error("bandonce: handler panicked", "room", r.id, "message", wm.ID, "panic", panicString(v), "stack", string(stack))
+			reply, err = nil, &PanicError{Value: v, Stack: stack}
+		}
+	}()
+	return r.s.cfg.Handler(ctx, msg)
+}
+
+// validateReply rejects a reply Band would refuse or the guard could not
+// read back; retrying the handler would not change it.
+func validateReply(rep *Reply) error {
+	if strings.TrimSpace(rep.Content) == "" {
+		return Permanent(errors.New("reply content is blank"))
+	}
+	if rep.DedupKey != "" {
+		if err := core.ValidateKey(rep.DedupKey); err != nil {
+			return Permanent(err)
+		}
+	}
+	return nil
+}
+
+func abortOf(cause error) core.Abort {
+	switch {
+	case errors.Is(cause, ErrInterrupted):
+		return core.AbortInterrupt
+	case errors.Is(cause, ErrStopped):
+		return core.AbortStop
+	case errors.Is(cause, ErrSuperseded):
+		return core.AbortSupersede
+	case errors.Is(cause, ErrShutdown):
+		return core.AbortShutdown
+	}
+	return core.NoAbort
+}
+
+// aborted ends a cycle that a signal, a shutdown or a supersede cut off.
+// An interrupt consumes the message; everything else leaves it for replay.
+// No failure is charged either way.
+func (r *room) aborted(ctx context.Context, m *wire.Message, attempt int, cause error) step {
+	delete(r.unsent, m.ID)
+	switch {
+	case errors.Is(cause, ErrInterrupted):
+		r.s.log.Info("bandonce: cycle interrupted; consuming the message", "room", r.id, "message", m.ID)
+		return r.ack(ctx, m, attempt, Outcome{Kind: Interrupted})
+	case errors.Is(cause, ErrStopped):
+		r.s.log.Info("bandonce: cycle stopped; leaving the message for replay", "room", r.id, "message", m.ID)
+		r.s.emit(Outcome{Kind: Stopped, RoomID: r.id, MessageID: m.ID, Attempt: attempt})
+		return stepStopped
+	default:
+		return stepIdle // shutdown or supersede: Run is ending
+	}
+}
+
+// ack marks the message processed and reports o. If the mark fails, the
+// message is ack-pending: only the mark is retried, never the handler.
+func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome) step {
+	o.RoomID, o.MessageID, o.Attempt = r.id, m.ID, attempt
+	ledger := r.s.cfg.Ledger
+	if ledger.Durable() {
+		// Written before the mark, so a crash after it settles the next
+		// delivery with the mark alone.
+		if err := ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
+			r.s.log.Error("bandonce: ledger write failed", "room", r.id, "message", m.ID, "err", err)
+		}
+	}
+	mctx, cancel := r.s.markCtx(ctx)
+	defer cancel()
+	if _, err := r.s.api.Processed(mctx, r.id, m.ID); err != nil {
+		r.s.log.Warn("bandonce: processed mark failed; only the mark will be retried", "room", r.id, "message", m.ID, "err", err)
+		if err := ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
+			r.s.log.Error("bandonce: ledger write failed", "room", r.id, "message", m.ID, "err", err)
+		}
+		r.s.emit(Outcome{Kind: AckPending, RoomID: r.id, MessageID: m.ID, Attempt: attempt, DedupKey: o.DedupKey})
+		return r.failed("POST processed", err)
+	}
+	r.forget(ctx, m.ID)
+	r.s.emit(o)
+	return stepNext
+}
+
+// ackOnly settles a message whose fate was decided by an earlier delivery:
+// it opens an attempt (processed needs one) and marks it processed.
+func (r *room) ackOnly(ctx context.Context, m *wire.Message, o Outcome) step {
+	mark, err := r.claim(ctx, m)
+	if err != nil {
+		var apiErr *APIError
+		if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity {
+			// Band will not open an attempt: the earlier mark landed.
+			r.forget(ctx, m.ID)
+			return stepNext
+		}
+		return r.failed("POST processing", err)
+	}
+	return r.ack(ctx, m, mark.AttemptNumber, o)
+}
+
+// forget drops everything the room kept about a message that is done.
+func (r *room) forget(ctx context.Context, id string) {
+	delete(r.failures, id)
+	delete(r.unsent, id)
+	delete(r.consumeOnServe, id)
+	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, id, false); err != nil {
+		r.s.log.Error("bandonce: ledger write failed", "room", r.id, "message", id, "err", err)
+	}
+}
+
+// fail charges one failure and marks the message failed; Band serves it
+// again, after this room's backoff.
+func (r *room) fail(ctx context.Context, m *wire.Message, attempt int, cause error) step {
+	r.charge(m.ID, cause)
+	r.s.log.Warn("bandonce: handler failed; the message will be retried", "room", r.id, "message", m.ID,
+		"failures", r.failures[m.ID].count, "max", r.s.cfg.MaxAttempts, "err", cause)
+	mctx, cancel := r.s.markCtx(ctx)
+	defer cancel()
+	if _, err := r.s.api.Failed(mctx, r.id, m.ID, cause.Error()); err != nil {
+		r.s.log.Warn("bandonce: failed mark did not land", "room", r.id, "message", m.ID, "err", err)
+	}
+	r.s.emit(Outcome{Kind: Failed, RoomID: r.id, MessageID: m.ID, Attempt: attempt, Err: cause})
+	return stepBackoff
+}
+
+// deadLetter gives up on a message: failed with the reason, then a fresh
+// attempt marked processed, because Band re-serves failed messages at the
+// head of the room and leaving one there would stall everything behind it.
+func (r *room) deadLetter(ctx context.Context, m *wire.Message, cause error) step {
+	reason := fmt.Sprintf("dead-lettered after %d failure(s): %v", r.failures[m.ID].count, cause)
+	var perm *PermanentError
+	if errors.As(cause, &perm) {
+		reason = "dead-lettered: " + cause.Error()
+	}
+	r.s.log.Error("bandonce: giving up on a message", "room", r.id, "message", m.ID, "reason", reason)
+	mctx, cancel := r.s.markCtx(ctx)
+	defer cancel()
+	if _, err := r.s.api.Failed(mctx, r.id, m.ID, reason); err != nil {
+		return r.failed("POST failed", err)
+	}
+	// From here only the consuming marks are owed, whatever happens.
+	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
+		r.s.log.Error("bandonce: ledger write failed", "room", r.id, "message", m.ID, "err", err)
+	}
+	return r.ackOnly(ctx, m, Outcome{Kind: DeadLettered, Err: cause})
+}
+
+// failure is a message's charged handler failures and the last one's error.
+type failure struct {
+	count int
+	last  error
+}
+
+func (f *failure) charged() int {
+	if f == nil {
+		return 0
+	}
+	return f.count
+}
+
+// charge records one handler failure against the message's budget.
+func (r *room) charge(id string, err error) {
+	f := r.failures[id]
+	if f == nil {
+		f = &failure{}
+		r.failures[id] = f
+	}
+	f.count++
+	f.last = err
+}

@@ -1,0 +1,114 @@
+package bandonce
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/band-once/bandonce/internal/phoenix"
+)
+
+// startSocket connects the Phoenix socket for pushes. The control topic
+// is registered first, before the socket connects, so no signal can
+// arrive before its handler is in place.
+func (s *Shell) startSocket(ctx context.Context, agentID string) {
+	upgrade := *s.cfg.HTTPClient
+	upgrade.Timeout = 0 // the socket is long-lived; the dial bounds itself
+	sock := phoenix.New(phoenix.Config{
+		URL:        s.cfg.socketURL,
+		APIKey:     s.cfg.APIKey,
+		AgentID:    agentID,
+		HTTPClient: &upgrade,
+		Logger:     s.log,
+		Seed:       s.jitterSeed + 2,
+		OnConnected: func() {
+			s.socketUp.Store(true)
+			s.catchUp()
+		},
+		OnDisconnected: func(err error) {
+			s.socketUp.Store(false)
+			s.log.Info("bandonce: socket disconnected; polling until it is back", "err", err)
+		},
+		OnJoinError: func(topic string, response json.RawMessage) {
+			s.log.Warn("bandonce: Band refused a socket topic", "topic", topic, "response", string(response))
+		},
+	})
+	sock.Join("agent_control:"+agentID, s.onControl)
+	if len(s.cfg.Rooms) == 0 {
+		sock.Join("agent_rooms:"+agentID, s.onRooms)
+	}
+	s.mu.Lock()
+	s.sock = sock
+	for id, r := range s.rooms {
+		sock.Join("chat_room:"+id, r.onRoomEvent)
+	}
+	s.mu.Unlock()
+
+	s.socketDone.Add(1)
+	go func() {
+		defer s.socketDone.Done()
+		err := sock.Run(ctx)
+		s.socketUp.Store(false)
+		var up *phoenix.UpgradeError
+		switch {
+		case ctx.Err() != nil:
+		case errors.As(err, &up) && (up.Status == http.StatusUnauthorized || up.Status == http.StatusForbidden):
+			s.failRun(errors.Join(ErrUnauthorized, err))
+		default:
+			// A conflict or a refused upgrade: control signals cannot
+			// reach this shell, but messages still do through polling.
+			s.log.Error("bandonce: socket gave up; serving by polling only", "err", err)
+		}
+	}()
+}
+
+// catchUp runs after every (re)connect: pushes sent while the socket was
+// down are not replayed, so each room asks /next. A room stopped here
+// makes one probe, since a play may have been lost while disconnected.
+func (s *Shell) catchUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.rooms {
+		if r.ctl.isStopped() {
+			r.ctl.requestProbe()
+		} else {
+			r.ctl.poke()
+		}
+	}
+}
+
+// onRooms receives agent_rooms: rooms the agent joins or leaves.
+func (s *Shell) onRooms(event string, payload json.RawMessage) {
+	var p struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(payload, &p); err != nil || p.ID == "" {
+		s.log.Warn("bandonce: ignoring a malformed room push", "event", event, "payload", string(payload))
+		return
+	}
+	switch event {
+	case "room_added":
+		s.log.Info("bandonce: joined a room", "room", p.ID)
+		s.addRoom(p.ID)
+	case "room_removed":
+		s.log.Info("bandonce: left a room", "room", p.ID)
+		s.removeRoom(p.ID)
+	}
+}
+
+// onRoomEvent wakes the room when a message arrives. The push is only a
+// hint: /next stays the source of truth, so its content is not used.
+func (r *room) onRoomEvent(event string, payload json.RawMessage) {
+	if event != "message_created" {
+		return
+	}
+	var p struct {
+		SenderID   string `json:"sender_id"`
+		SenderType string `json:"sender_type"`
+	}
+	if json.Unmarshal(payload, &p) == nil && p.SenderType == "Agent" && p.SenderID == r.s.agentID() {
+		return // the echo of our own post
+	}
+	r.ctl.poke()
+}
