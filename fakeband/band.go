@@ -1,0 +1,98 @@
+package fakeband
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Band is the fake platform. All its methods are safe for concurrent use.
+type Band struct {
+	mu  sync.Mutex
+	ids ids
+	now func() time.Time
+	rng *rand.Rand // probabilistic faults only, so ids do not depend on them
+
+	owner        *participant
+	participants map[string]*participant
+	byKey        map[string]*participant
+	byHandle     map[string]*participant
+	rooms        map[string]*room
+	roomOrder    []string
+	messages     map[string]*message
+	deliveries   map[deliveryKey]*delivery
+	executions   map[pairKey]*execution
+	lastDone     map[pairKey]string // message most recently processed, for StaleNext
+
+	truth  truth
+	faults faultState
+	nReq   int // request ids
+
+	sockets sockets
+
+	closed  bool
+	closing chan struct{}
+	wg      sync.WaitGroup // every goroutine the Band started
+	servers []*http.Server
+	handler http.Handler
+}
+
+// New returns an empty Band with one operator human (Owner) and no rooms.
+func New(opts Options) *Band {
+	b := &Band{
+		ids:          ids{seed: uint64(opts.Seed)},
+		now:          opts.Now,
+		rng:          rand.New(rand.NewPCG(uint64(opts.Seed), 0x5eed)),
+		participants: map[string]*participant{},
+		byKey:        map[string]*participant{},
+		byHandle:     map[string]*participant{},
+		rooms:        map[string]*room{},
+		messages:     map[string]*message{},
+		deliveries:   map[deliveryKey]*delivery{},
+		executions:   map[pairKey]*execution{},
+		lastDone:     map[pairKey]string{},
+		closing:      make(chan struct{}),
+	}
+	if b.now == nil {
+		b.now = steppingClock()
+	}
+	b.truth.init()
+	b.faults.init()
+	b.sockets.init()
+	b.owner = b.addParticipantLocked("Owner", typeUser)
+	b.handler = b.routes()
+	return b
+}
+
+// Close ends every socket and listener and waits for the Band's
+// goroutines. Requests after Close are answered 503; Close is idempotent.
+func (b *Band) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.wg.Wait()
+		return nil
+	}
+	b.closed = true
+	close(b.closing)
+	servers := b.servers
+	b.servers = nil
+	conns := b.sockets.all()
+	b.mu.Unlock()
+
+	var firstErr error
+	for _, s := range servers {
+		if err := s.Close(); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	for _, c := range conns {
+		c.abort()
+	}
+	b.wg.Wait()
+	return firstErr
+}
+
+// stamp reads the clock; callers hold b.mu.
+func (b *Band) stamp() time.Time { return b.now().UTC() }

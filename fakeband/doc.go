@@ -1,0 +1,42 @@
+// Package fakeband is an in-process fake of the Band agent platform: the
+// agent REST API, the human control endpoints and the Phoenix socket, with
+// fault injection and a ground-truth record of everything it applied.
+//
+// It is the yardstick the shell's tests, the kill-storm prover and the
+// conformance verifier are judged against, so it follows Band's documented
+// semantics (band-api.md §2, §4, §5; control-semantics.md §0.1):
+//
+//   - /messages/next serves the oldest message delivered to the agent in
+//     the room that is not processed (processing and failed ones included),
+//     and 204 while the agent is stopped in that room.
+//   - /processing opens a new attempt on every call (it is not a claim);
+//     /processed and /failed need an open attempt, else 422.
+//   - Posting needs at least one kind=mention entry; each mentioned
+//     participant gets the message delivered; an @[[uuid]] marker is
+//     prepended per mention. Posting while stopped is 403.
+//   - Stop, play and interrupt are pushed on agent_control:{agent_id}; the
+//     server does not deduplicate them.
+//
+// Choices the fake makes where Band's behaviour is not documented:
+//
+//   - Marks keep working while a room is stopped (Band's SDK comments
+//     claim 204 for them; that is unverified).
+//   - /processing on a processed message is 422 already_processed.
+//   - /context and /chats answer 422 for a limit or page_size above 100
+//     (or below 1) instead of clamping.
+//   - Stopped posting is 403 with code execution_stopped.
+//   - Only kind=mention entries deliver, push message_created and make a
+//     message part of the mentioned agent's /context; kind=reference
+//     entries are recorded in metadata and get a marker, nothing more.
+//   - message_created is pushed even while the agent is stopped; a
+//     stopped client is expected to ignore it and /next stays gated.
+//   - Every agent is owned by one operator human, Band.Owner; only that
+//     human may list an agent's executions or interrupt them.
+//   - Sockets have no heartbeat timeout.
+//
+// Everything is deterministic for a given Options.Seed and sequence of
+// calls: ids come from a seeded counter, timestamps from a clock that
+// advances one second per reading, and probabilistic faults from a seeded
+// generator. When used under testing/synctest, create the Band inside the
+// bubble.
+package fakeband

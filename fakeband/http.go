@@ -1,0 +1,217 @@
+package fakeband
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// APIPrefix is where every route lives.
+const APIPrefix = "/api/v1"
+
+// call is one authenticated request on its way to a handler.
+type call struct {
+	r     *http.Request
+	who   *participant
+	fault *Fault // the fault that fired for this request, if any
+}
+
+// reply is a handler's answer; the middleware renders it so a fault can
+// still drop it after the handler applied its effects.
+type reply struct {
+	status int
+	data   any // wrapped as {"data": ...}; nil with 204 means no body
+	meta   any // "metadata", lists only
+	err    *Error
+}
+
+func okReply(status int, data any) reply { return reply{status: status, data: data} }
+func errReply(e *Error) reply            { return reply{err: e} }
+
+// side is which kind of key a route accepts.
+type side int
+
+const (
+	agentSide side = iota
+	humanSide
+)
+
+type route struct {
+	pattern string
+	ep      Endpoint
+	side    side
+	serve   func(c *call) reply
+}
+
+// Handler returns the Band's http.Handler: the REST API and the socket
+// under /api/v1. Unknown paths answer a JSON 404.
+func (b *Band) Handler() http.Handler { return b.handler }
+
+func (b *Band) routes() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range append(b.agentRoutes(), b.humanRoutes()...) {
+		mux.Handle(rt.pattern, b.api(rt))
+	}
+	b.socketRoute(mux)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		b.nReq++
+		reqID := "req-" + strconv.Itoa(b.nReq)
+		b.mu.Unlock()
+		w.Header().Set("X-Request-ID", reqID)
+		writeJSON(w, http.StatusNotFound, errorBody(notFound("route"), reqID))
+	})
+	return mux
+}
+
+// api wraps a route with what every request goes through, in order:
+// counting, fault selection, the fault's effect, authentication, the
+// handler, and rendering (or losing) the answer.
+func (b *Band) api(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, reqID, open := b.admit(rt.ep)
+		if !open {
+			w.Header().Set("X-Request-ID", reqID)
+			writeJSON(w, http.StatusServiceUnavailable, errorBody(&Error{Status: 503, Code: "unavailable", Message: "fake Band is closed"}, reqID))
+			return
+		}
+		if f != nil {
+			switch f.Kind {
+			case FailBefore:
+				writeFailBefore(w, f, reqID)
+				return
+			case Delay:
+				if !b.wait(r.Context(), f.Delay) {
+					return // the client gave up or the Band is closing
+				}
+			}
+		}
+		var rep reply
+		if who, err := b.authenticate(rt.side, r.Header.Get("X-API-Key")); err != nil {
+			rep = errReply(err)
+		} else {
+			rep = rt.serve(&call{r: r, who: who, fault: f})
+		}
+		if f != nil && f.Kind == LoseResponse {
+			loseResponse(w)
+			return
+		}
+		writeReply(w, rep, reqID)
+	})
+}
+
+// admit counts the request and picks its fault; open is false after Close.
+func (b *Band) admit(ep Endpoint) (f *Fault, reqID string, open bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.nReq++
+	reqID = "req-" + strconv.Itoa(b.nReq)
+	if b.closed {
+		return nil, reqID, false
+	}
+	b.truth.reqs[ep]++
+	return b.pickFaultLocked(ep), reqID, true
+}
+
+// wait sleeps d unless ctx ends or the Band closes first.
+func (b *Band) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-b.closing:
+	}
+	return false
+}
+
+// authenticate finds the key's participant: 401 for an unknown key, 403
+// for the wrong kind of key. Participants are never removed, so the
+// pointer stays valid after the lock is released.
+func (b *Band) authenticate(s side, key string) (*participant, *Error) {
+	b.mu.Lock()
+	p := b.byKey[key]
+	b.mu.Unlock()
+	switch {
+	case key == "" || p == nil:
+		return nil, &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "missing or invalid API key"}
+	case s == agentSide && !p.isAgent():
+		return nil, forbidden("Agent authentication required")
+	case s == humanSide && p.isAgent():
+		return nil, forbidden("User authentication required")
+	}
+	return p, nil
+}
+
+type errorJSON struct {
+	Code      string              `json:"code"`
+	Message   string              `json:"message"`
+	RequestID string              `json:"request_id"`
+	Details   map[string][]string `json:"details,omitempty"`
+}
+
+func errorBody(e *Error, reqID string) any {
+	return map[string]errorJSON{"error": {Code: e.Code, Message: e.Message, RequestID: reqID, Details: e.Details}}
+}
+
+func writeReply(w http.ResponseWriter, rep reply, reqID string) {
+	w.Header().Set("X-Request-ID", reqID)
+	switch {
+	case rep.err != nil:
+		writeJSON(w, rep.err.Status, errorBody(rep.err, reqID))
+	case rep.data == nil:
+		w.WriteHeader(rep.status)
+	default:
+		body := map[string]any{"data": rep.data}
+		if rep.meta != nil {
+			body["metadata"] = rep.meta
+		}
+		writeJSON(w, rep.status, body)
+	}
+}
+
+func writeFailBefore(w http.ResponseWriter, f *Fault, reqID string) {
+	status := f.Status
+	if status == 0 {
+		status = http.StatusServiceUnavailable
+	}
+	if f.RetryAfter != "" {
+		w.Header().Set("Retry-After", f.RetryAfter)
+	}
+	if f.EmptyBody {
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(status)
+		return
+	}
+	e := &Error{Status: status, Code: codeForStatus(status), Message: http.StatusText(status)}
+	writeJSON(w, status, errorBody(e, reqID))
+}
+
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusTooManyRequests:
+		return "too_many_requests"
+	case http.StatusServiceUnavailable:
+		return "service_unavailable"
+	case http.StatusBadGateway:
+		return "bad_gateway"
+	case http.StatusGatewayTimeout:
+		return "gateway_timeout"
+	}
+	return "internal_server_error"
+}
+
+// writeJSON renders v; the values are the fake's own structs, so encoding
+// cannot fail, and a failed write means the client has gone.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	_ = json.NewEncoder(&buf).Encode(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}

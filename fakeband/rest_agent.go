@@ -1,0 +1,151 @@
+package fakeband
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+)
+
+// maxBody bounds a request body; Band's bodies are small.
+const maxBody = 1 << 20
+
+func (b *Band) agentRoutes() []route {
+	const chat = "/api/v1/agent/chats/{chat_id}"
+	const msg = chat + "/messages/{message_id}"
+	return []route{
+		{"GET /api/v1/agent/me", EndpointMe, agentSide, b.serveMe},
+		{"GET /api/v1/agent/chats", EndpointChats, agentSide, b.serveChats},
+		{"GET " + chat + "/messages/next", EndpointNext, agentSide, b.serveNext},
+		{"POST " + msg + "/processing", EndpointProcessing, agentSide, b.serveProcessing},
+		{"POST " + msg + "/processed", EndpointProcessed, agentSide, b.serveProcessed},
+		{"POST " + msg + "/failed", EndpointFailed, agentSide, b.serveFailed},
+		{"POST " + chat + "/messages", EndpointPost, agentSide, b.servePost},
+		{"GET " + chat + "/context", EndpointContext, agentSide, b.serveContext},
+	}
+}
+
+func (b *Band) serveMe(c *call) reply {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := c.who
+	return okReply(http.StatusOK, agentMeJSON{
+		ID: p.id, Name: p.name, Handle: p.handle, OwnerUUID: b.owner.id, InsertedAt: p.at, UpdatedAt: p.at,
+	})
+}
+
+func (b *Band) serveChats(c *call) reply {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	items, meta, err := b.chatsLocked(c.who, c.r.URL.Query())
+	if err != nil {
+		return errReply(err)
+	}
+	return reply{status: http.StatusOK, data: items, meta: meta}
+}
+
+func (b *Band) serveNext(c *call) reply {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	stale := c.fault != nil && c.fault.Kind == StaleNext
+	m, servedStale, err := b.nextLocked(c.who, c.r.PathValue("chat_id"), stale)
+	switch {
+	case err != nil:
+		return errReply(err)
+	case m == nil:
+		return okReply(http.StatusNoContent, nil)
+	}
+	if servedStale {
+		b.faults.fired[string(EndpointNext)+"/"+StaleNext.String()]++
+	}
+	return okReply(http.StatusOK, renderMessage(m))
+}
+
+func (b *Band) serveProcessing(c *call) reply {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	mark, err := b.markProcessingLocked(c.who, c.r.PathValue("chat_id"), c.r.PathValue("message_id"))
+	if err != nil {
+		return errReply(err)
+	}
+	return okReply(http.StatusOK, mark)
+}
+
+func (b *Band) serveProcessed(c *call) reply {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	mark, err := b.markDoneLocked(c.who, c.r.PathValue("chat_id"), c.r.PathValue("message_id"), StatusProcessed, "")
+	if err != nil {
+		return errReply(err)
+	}
+	return okReply(http.StatusOK, mark)
+}
+
+func (b *Band) serveFailed(c *call) reply {
+	var body struct {
+		Error *string `json:"error"`
+	}
+	if err := decodeBody(c.r, &body); err != nil || body.Error == nil || isBlank(*body.Error) {
+		return errReply(unprocessable("validation_error", "error must be a non-blank string", "/error", "can't be blank"))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	mark, err := b.markDoneLocked(c.who, c.r.PathValue("chat_id"), c.r.PathValue("message_id"), StatusFailed, *body.Error)
+	if err != nil {
+		return errReply(err)
+	}
+	return okReply(http.StatusOK, mark)
+}
+
+func (b *Band) servePost(c *call) reply { return b.postOverHTTP(c) }
+
+// postOverHTTP serves both the agent's and the human's post; the sender
+// is whoever holds the key.
+func (b *Band) postOverHTTP(c *call) reply {
+	var body struct {
+		Message *struct {
+			Content  *string     `json:"content"`
+			Mentions []mentionIn `json:"mentions"`
+		} `json:"message"`
+	}
+	// An unreadable body is judged like a missing content, after the
+	// room and the stop gate, as Band checks them first.
+	var content *string
+	var mentions []mentionIn
+	if decodeBody(c.r, &body) == nil && body.Message != nil {
+		content, mentions = body.Message.Content, body.Message.Mentions
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m, err := b.postLocked(c.r.PathValue("chat_id"), c.who, content, mentions)
+	if err != nil {
+		return errReply(err)
+	}
+	out := postedJSON{ID: m.id, Success: true, Recipients: []recipientJSON{}}
+	for _, id := range m.recipients {
+		p := b.participants[id]
+		out.Recipients = append(out.Recipients, recipientJSON{ID: p.id, Handle: p.handle, Name: p.name})
+	}
+	return okReply(http.StatusCreated, out)
+}
+
+func (b *Band) serveContext(c *call) reply {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	items, meta, err := b.contextLocked(c.who, c.r.PathValue("chat_id"), c.r.URL.Query())
+	if err != nil {
+		return errReply(err)
+	}
+	return reply{status: http.StatusOK, data: items, meta: meta}
+}
+
+// decodeBody reads a JSON object body of at most maxBody bytes.
+func decodeBody(r *http.Request, v any) error {
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return err
+	}
+	if len(data) > maxBody {
+		return io.ErrShortBuffer
+	}
+	return json.Unmarshal(data, v)
+}

@@ -1,0 +1,124 @@
+package fakeband
+
+import "slices"
+
+// Post is one stored message as the fake holds it. Content is the stored
+// form (mention markers included); Mentions are the ids of the kind=mention
+// entries, the participants it was delivered to.
+type Post struct {
+	Seq                                       int
+	ID, RoomID, SenderID, SenderType, Content string
+	Mentions                                  []string
+}
+
+// Mark is one applied lifecycle call. Kind is processing, processed or
+// failed; Attempt is the attempt it opened or closed; Error is failed's
+// reason. Refused calls (422, 404) are not marks.
+type Mark struct {
+	Seq                              int
+	AgentID, RoomID, MessageID, Kind string
+	Attempt                          int
+	Error                            string
+}
+
+// Event is one applied change, in the Band's single global order. AgentID
+// is the agent concerned, or the participant for join, leave and post.
+type Event struct {
+	Seq                                int
+	Kind                               string
+	AgentID, RoomID, MessageID, Detail string
+}
+
+// Event kinds.
+const (
+	EventRoom      = "room"      // a room was created; Detail is its title
+	EventJoin      = "join"      // a participant joined; Detail is its role
+	EventLeave     = "leave"     // a participant left
+	EventPost      = "post"      // a message was stored; Detail is the sender type
+	EventMark      = "mark"      // a lifecycle call applied; Detail is the mark kind
+	EventStop      = "stop"      // an execution was stopped; Detail is the correlation id
+	EventPlay      = "play"      // an execution was resumed; Detail is the correlation id
+	EventInterrupt = "interrupt" // an interrupt was pushed; Detail is the correlation id
+	EventSupersede = "supersede" // an agent's socket was superseded; Detail is the reason
+	EventConnect   = "connect"   // an agent's socket connected
+	EventDrop      = "drop"      // an agent's sockets were dropped by DropSockets
+)
+
+// truth is the ground-truth record. Callers hold b.mu.
+type truth struct {
+	seq    int
+	events []Event
+	posts  map[string][]Post      // by room
+	marks  map[deliveryKey][]Mark // by (agent, message)
+	reqs   map[Endpoint]int
+}
+
+func (t *truth) init() {
+	t.posts = map[string][]Post{}
+	t.marks = map[deliveryKey][]Mark{}
+	t.reqs = map[Endpoint]int{}
+}
+
+// record appends e with the next sequence number and returns that number.
+func (t *truth) record(e Event) int {
+	t.seq++
+	e.Seq = t.seq
+	t.events = append(t.events, e)
+	return t.seq
+}
+
+// Posts returns every message of the room, oldest first.
+func (b *Band) Posts(roomID string) []Post {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := slices.Clone(b.truth.posts[roomID])
+	for i := range out {
+		out[i].Mentions = slices.Clone(out[i].Mentions)
+	}
+	return out
+}
+
+// Marks returns the agent's applied marks on the message, in order.
+func (b *Band) Marks(agentID, messageID string) []Mark {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.truth.marks[deliveryKey{agentID, messageID}])
+}
+
+// Status returns the agent's delivery status of the message: "" when it
+// was never delivered to the agent, else delivered, processing, processed
+// or failed.
+func (b *Band) Status(agentID, messageID string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deliveries[deliveryKey{agentID, messageID}]; d != nil {
+		return d.status
+	}
+	return ""
+}
+
+// Requests counts the requests per endpoint, faulted and refused ones
+// included.
+func (b *Band) Requests() map[Endpoint]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[Endpoint]int, len(b.truth.reqs))
+	for k, v := range b.truth.reqs {
+		out[k] = v
+	}
+	return out
+}
+
+// Events returns every applied change in one global order.
+func (b *Band) Events() []Event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.truth.events)
+}
+
+// Stopped reports whether the agent's execution in the room is stopped.
+func (b *Band) Stopped(agentID, roomID string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stoppedLocked(agentID, roomID)
+}
