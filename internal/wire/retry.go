@@ -1,0 +1,163 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// RetryOptions bounds the retries of a Doer from NewRetryDoer. Values are
+// taken as given; the shell applies its own defaults before it gets here.
+type RetryOptions struct {
+	// MaxAttempts is how many times one request is tried in all. Values
+	// below 1 mean 1: send once.
+	MaxAttempts int
+	// BaseDelay is the backoff ceiling before the first retry; it doubles
+	// for each later one.
+	BaseDelay time.Duration
+	// MaxDelay caps every backoff ceiling. Zero or less means no wait.
+	MaxDelay time.Duration
+	// MaxRetryAfter caps a server's Retry-After on 429 and 503. Zero or
+	// less ignores the header and uses the jittered backoff instead.
+	MaxRetryAfter time.Duration
+	// Seed seeds the jitter. Zero means a seed drawn at random.
+	Seed uint64
+	// Logger receives one Debug record per retry. Nil discards.
+	Logger *slog.Logger
+}
+
+// NewRetryDoer returns a Doer that sends through hc (nil means
+// http.DefaultClient).
+//
+// A request with retry true is tried up to MaxAttempts times: again after
+// a transport error that is not its context ending, a 429, or a 5xx other
+// than 501. Between tries it waits a full-jitter delay, uniform in
+// [0, min(MaxDelay, BaseDelay·2^n)] before retry n (from 0), unless a
+// 429 or 503 carries a Retry-After, which is waited instead, capped at
+// MaxRetryAfter. Any other status is returned at once, and once the tries
+// run out the last response itself is returned, so the caller still sees
+// its status and body.
+//
+// A request with retry false is sent exactly once: it is the reply POST,
+// and Band has no idempotency key to make a second send safe.
+//
+// When the request's context ends, the error returned matches
+// context.Cause of that context.
+func NewRetryDoer(hc *http.Client, o RetryOptions) Doer {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	o.MaxAttempts = max(o.MaxAttempts, 1)
+	o.BaseDelay, o.MaxDelay = max(o.BaseDelay, 0), max(o.MaxDelay, 0)
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &retryDoer{hc: hc, opts: o, jitter: newJitter(o.Seed), log: log}
+}
+
+type retryDoer struct {
+	hc     *http.Client
+	opts   RetryOptions
+	jitter *jitter
+	log    *slog.Logger
+}
+
+func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
+	ctx := req.Context()
+	if ctx.Err() != nil {
+		return nil, withCause(ctx, ctx.Err())
+	}
+	if !retry || d.opts.MaxAttempts == 1 {
+		resp, err := d.hc.Do(req)
+		if err != nil {
+			return nil, withCause(ctx, err)
+		}
+		return resp, nil
+	}
+
+	rreq, err := retryablehttp.FromRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	endpoint := endpointOf(req)
+	// One retryablehttp.Client per call: its hooks then close over this
+	// request's last failure, which the retry log line reports.
+	var lastCause any
+	rc := &retryablehttp.Client{
+		HTTPClient: d.hc,
+		Logger:     nil, // its own logger would write to stderr
+		RetryMax:   d.opts.MaxAttempts - 1,
+		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			if err != nil {
+				lastCause = err
+				return true, nil
+			}
+			if retryableStatus(resp.StatusCode) {
+				// Built here, not taken from resp.Status, whose form
+				// depends on the RoundTripper.
+				lastCause = strings.TrimSpace(strconv.Itoa(resp.StatusCode) + " " + http.StatusText(resp.StatusCode))
+				return true, nil
+			}
+			return false, nil
+		},
+		Backoff: func(_, _ time.Duration, n int, resp *http.Response) time.Duration {
+			wait := d.wait(n, resp)
+			d.log.LogAttrs(ctx, slog.LevelDebug, "band: retrying request",
+				slog.String("endpoint", endpoint),
+				slog.Int("attempt", n+1),
+				slog.Duration("wait", wait),
+				slog.Any("cause", lastCause))
+			return wait
+		},
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+	}
+	resp, err := rc.Do(rreq)
+	if err != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil, withCause(ctx, err)
+	}
+	return resp, nil
+}
+
+// wait is the delay before retry n (from 0) after resp (nil after a
+// transport error).
+func (d *retryDoer) wait(n int, resp *http.Response) time.Duration {
+	if resp != nil && d.opts.MaxRetryAfter > 0 &&
+		(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		if ra, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			return min(ra, d.opts.MaxRetryAfter)
+		}
+	}
+	return d.jitter.upTo(backoffCeiling(d.opts.BaseDelay, d.opts.MaxDelay, n))
+}
+
+// retryableStatus: throttling and server faults may pass; 501 says the
+// server will never do this.
+func retryableStatus(code int) bool {
+	return code == http.StatusTooManyRequests ||
+		(code >= 500 && code != http.StatusNotImplemented)
+}
+
+// withCause makes err match ctx's cause once ctx is done. retryablehttp
+// returns the bare ctx.Err() when a wait is cut short, which would lose
+// the cause that tells an interrupt from a shutdown.
+func withCause(ctx context.Context, err error) error {
+	cause := context.Cause(ctx)
+	if cause == nil || errors.Is(err, cause) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", cause, err)
+}

@@ -1,0 +1,110 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+)
+
+// MaxBodyBytes bounds a response body. Band's largest answer is a page of
+// 100 messages; a body past this is a broken or hostile server, and
+// reading it whole would only cost memory.
+const MaxBodyBytes = 4 << 20
+
+// request is one logical call, before it becomes an *http.Request.
+type request struct {
+	endpoint string
+	method   string
+	path     string // below the base URL, ids already escaped
+	query    url.Values
+	body     []byte // nil: no body
+	retry    bool
+}
+
+// response is a 2xx answer, read in full.
+type response struct {
+	endpoint string
+	status   int
+	body     []byte
+	// data and metadata are the envelope's members once decodeData ran.
+	data     []byte
+	metadata []byte
+}
+
+// endpointKey carries the templated endpoint name to the Doer for its logs.
+type endpointKey struct{}
+
+func withEndpoint(ctx context.Context, endpoint string) context.Context {
+	return context.WithValue(ctx, endpointKey{}, endpoint)
+}
+
+// endpointOf names req for logs: the Client's template when there is one,
+// else the method and path.
+func endpointOf(req *http.Request) string {
+	if ep, ok := req.Context().Value(endpointKey{}).(string); ok {
+		return ep
+	}
+	return req.Method + " " + req.URL.Path
+}
+
+// send performs r and returns its 2xx answer. Every non-2xx becomes an
+// *APIError; a transport failure is returned wrapped, and when ctx is done
+// the error also matches context.Cause(ctx).
+func (c *Client) send(ctx context.Context, r request) (*response, error) {
+	// Not every RoundTripper looks at the context before sending, and a
+	// call the caller already gave up on must not reach Band.
+	if ctx.Err() != nil {
+		return nil, callError(ctx, r.endpoint, ctx.Err())
+	}
+	u := c.base + r.path
+	if len(r.query) > 0 {
+		u += "?" + r.query.Encode()
+	}
+	var body io.Reader
+	if r.body != nil {
+		// A bytes.Reader lets http.NewRequest set GetBody, so any retry
+		// sends the same bytes again.
+		body = bytes.NewReader(r.body)
+	}
+	req, err := http.NewRequestWithContext(withEndpoint(ctx, r.endpoint), r.method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("band: %s: %w", r.endpoint, err)
+	}
+	req.Header.Set("X-API-Key", c.apiKey)
+	req.Header.Set("Accept", "application/json")
+	if r.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+
+	resp, err := c.doer.Do(req, r.retry)
+	if err != nil {
+		return nil, callError(ctx, r.endpoint, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, callError(ctx, r.endpoint, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, newAPIError(r.endpoint, resp, raw)
+	}
+	res := &response{endpoint: r.endpoint, status: resp.StatusCode, body: raw}
+	if len(raw) > MaxBodyBytes {
+		return nil, res.protocolError(fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes))
+	}
+	return res, nil
+}
+
+// callError names the endpoint on a failed call and, when ctx is done,
+// makes sure the error matches ctx's cause, so a caller can tell an
+// interrupt from a shutdown with errors.Is.
+func callError(ctx context.Context, endpoint string, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		return fmt.Errorf("band: %s: %w: %w", endpoint, cause, err)
+	}
+	return fmt.Errorf("band: %s: %w", endpoint, err)
+}
