@@ -112,3 +112,7 @@ func settle(d time.Duration) {
 func echo(_ context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 	return &bandonce.Reply{Content: "echo: " + m.Body(), Mentions: []string{m.SenderID}}, nil
 }
+
+func contextWithCancel() (context.Context, context.CancelFunc) {
+	return context.WithCancel(context.Background())
+}

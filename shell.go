@@ -160,6 +160,12 @@ func retryUntil[T any](ctx context.Context, s *Shell, what string, call func() (
 		if fatal := asFatal(err); fatal != nil {
 			return v, fatal
 		}
+		var apiErr *APIError
+		if errors.As(err, &apiErr) && apiErr.Status == http.StatusForbidden {
+			// At start-up a 403 means the key is of the wrong kind (a
+			// user key on the agent API): no retry will help.
+			return v, fmt.Errorf("%w: %w", ErrUnauthorized, apiErr)
+		}
 		wait := s.jitter.Backoff(s.cfg.Retry.BaseDelay, s.cfg.Retry.MaxDelay, n)
 		s.log.Warn("bandonce: start-up call failed; retrying", "call", what, "err", err, "wait", wait)
 		if err := sleep(ctx, wait); err != nil {
@@ -168,14 +174,12 @@ func retryUntil[T any](ctx context.Context, s *Shell, what string, call func() (
 	}
 }
 
-// asFatal returns the error Run should end with, or nil if err may pass.
+// asFatal returns the error Run should end with, or nil if err may pass:
+// a 401 anywhere means the key was rejected or revoked.
 func asFatal(err error) error {
 	var apiErr *APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.Status {
-		case http.StatusUnauthorized, http.StatusForbidden:
-			return fmt.Errorf("%w: %w", ErrUnauthorized, apiErr)
-		}
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized {
+		return fmt.Errorf("%w: %w", ErrUnauthorized, apiErr)
 	}
 	return nil
 }

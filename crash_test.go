@@ -1,0 +1,125 @@
+package bandonce_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+)
+
+var errKilled = errors.New("process killed")
+
+// killSwitch is a transport that kills the shell at its n-th request:
+// before the request reaches Band, or after Band applied it and before the
+// answer arrives. From then on every request fails, as for a dead process.
+type killSwitch struct {
+	next  http.RoundTripper
+	at    int
+	after bool
+	kill  func()
+
+	mu   sync.Mutex
+	n    int
+	dead bool
+}
+
+func (k *killSwitch) RoundTrip(req *http.Request) (*http.Response, error) {
+	k.mu.Lock()
+	if k.dead {
+		k.mu.Unlock()
+		return nil, errKilled
+	}
+	k.n++
+	n := k.n
+	if n == k.at && !k.after {
+		k.die()
+		k.mu.Unlock()
+		return nil, errKilled
+	}
+	k.mu.Unlock()
+	resp, err := k.next.RoundTrip(req)
+	if n == k.at && k.after {
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		k.mu.Lock()
+		k.die()
+		k.mu.Unlock()
+		return nil, errKilled
+	}
+	return resp, err
+}
+
+func (k *killSwitch) die() {
+	k.dead = true
+	k.kill()
+}
+
+func (k *killSwitch) requests() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.n
+}
+
+// runWithKill runs a shell whose transport kills it at request at, waits
+// for it to end, and returns how many requests it made.
+func runWithKill(t *testing.T, w *world, at int, after bool) int {
+	t.Helper()
+	cfg := w.config(echo)
+	ks := &killSwitch{next: w.band.HTTPClient().Transport, at: at, after: after}
+	cfg.HTTPClient = &http.Client{Transport: ks}
+	s, err := bandonce.New(cfg)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	ctx, cancel := contextWithCancel()
+	ks.kill = cancel
+	go func() { done <- s.Run(ctx) }()
+	time.Sleep(20 * time.Second)
+	cancel()
+	<-done
+	return ks.requests()
+}
+
+// Crash the shell at every request boundary of two messages' lifecycles,
+// both before the request is sent and after Band applied it, then start a
+// fresh shell on the same Band: every message gets exactly one reply and
+// ends processed.
+func TestCrashAtEveryRequestBoundary(t *testing.T) {
+	var total int
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		w.say(w.rooms[0], "a")
+		w.say(w.rooms[0], "b")
+		total = runWithKill(t, w, -1, false) // a run without a kill: the boundaries to visit
+	})
+	require.GreaterOrEqual(t, total, 10, "me, chats, then next/processing/post/processed twice, then next")
+	for at := 1; at <= total; at++ {
+		for _, after := range []bool{false, true} {
+			t.Run(fmt.Sprintf("request %d, after=%v", at, after), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					w := newWorld(t, 1)
+					ids := []string{w.say(w.rooms[0], "a"), w.say(w.rooms[0], "b")}
+					runWithKill(t, w, at, after)
+					stop := w.start(w.config(echo))
+					settle(time.Minute)
+					require.NoError(t, stop())
+					t.Logf("context reads: %d", w.band.Requests()["context"])
+					for _, id := range ids {
+						assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(id)), "message %s", id)
+						assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+					}
+				})
+			})
+		}
+	}
+}

@@ -1,0 +1,294 @@
+package bandonce_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
+)
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	ok := bandonce.Config{APIKey: "k", Handler: echo}
+	cases := map[string]func(*bandonce.Config){
+		"APIKey":          func(c *bandonce.Config) { c.APIKey = " " },
+		"Handler":         func(c *bandonce.Config) { c.Handler = nil },
+		"BaseURL":         func(c *bandonce.Config) { c.BaseURL = "ftp://x" },
+		"MaxAttempts":     func(c *bandonce.Config) { c.MaxAttempts = -1 },
+		"Rooms":           func(c *bandonce.Config) { c.Rooms = []string{"a", "a"} },
+		"ShutdownTimeout": func(c *bandonce.Config) { c.ShutdownTimeout = -time.Second },
+		"Retry.BaseDelay": func(c *bandonce.Config) { c.Retry = bandonce.RetryPolicy{BaseDelay: time.Minute, MaxDelay: time.Second} },
+	}
+	for field, spoil := range cases {
+		cfg := ok
+		spoil(&cfg)
+		_, err := bandonce.New(cfg)
+		var ce *bandonce.ConfigError
+		require.ErrorAs(t, err, &ce, field)
+		assert.Equal(t, field, ce.Field)
+	}
+	_, err := bandonce.New(ok)
+	assert.NoError(t, err)
+}
+
+func TestRejectedKeyFailsFastWithoutRetrying(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		cfg := w.config(echo)
+		cfg.APIKey = "not-a-key"
+		s, err := bandonce.New(cfg)
+		require.NoError(t, err)
+		err = s.Run(context.Background())
+		require.ErrorIs(t, err, bandonce.ErrUnauthorized)
+		var apiErr *bandonce.APIError
+		require.ErrorAs(t, err, &apiErr)
+		assert.Equal(t, http.StatusUnauthorized, apiErr.Status)
+		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointMe], "a 401 is never retried")
+	})
+}
+
+func TestTransientFaultsOnReadsAndMarksAreRiddenOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		id := w.say(w.rooms[0], "hi")
+		for _, f := range []fakeband.Fault{
+			{Endpoint: fakeband.EndpointMe, Nth: 1, Count: 12, Kind: fakeband.FailBefore, Status: 503},
+			{Endpoint: fakeband.EndpointNext, Nth: 1, Kind: fakeband.FailBefore, Status: 429, EmptyBody: true},
+			{Endpoint: fakeband.EndpointNext, Nth: 2, Kind: fakeband.FailBefore, Status: 429, RetryAfter: "3600"},
+			{Endpoint: fakeband.EndpointProcessing, Nth: 1, Count: 3, Kind: fakeband.FailBefore, Status: 503},
+			{Endpoint: fakeband.EndpointProcessed, Nth: 1, Count: 2, Kind: fakeband.FailBefore, Status: 502},
+		} {
+			w.band.Inject(f)
+		}
+		start := time.Now()
+		var doneAt time.Duration
+		cfg := w.config(echo)
+		cfg.Hooks.Outcome = func(o bandonce.Outcome) { doneAt = time.Since(start) }
+		stop := w.start(cfg)
+		settle(5 * time.Minute)
+		require.NoError(t, stop())
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+		assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(id)))
+		fired := w.band.FaultsFired()
+		assert.Equal(t, 12, fired["me/fail_before"], "a start-up outage longer than one call's retries")
+		assert.Equal(t, 3, fired["processing/fail_before"])
+		// Virtual time: the 3600 s Retry-After was capped at MaxDelay (5 s),
+		// so the whole ordeal took well under a minute of (virtual) time.
+		assert.Less(t, doneAt, time.Minute)
+	})
+}
+
+func TestNonTransientStatusesAreNotRetried(t *testing.T) {
+	for _, status := range []int{400, 403, 404, 422} {
+		synctest.Test(t, func(t *testing.T) {
+			w := newWorld(t, 1)
+			w.say(w.rooms[0], "hi")
+			w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointNext, Nth: 1, Kind: fakeband.FailBefore, Status: status})
+			cfg := w.config(echo)
+			cfg.PollInterval = time.Hour
+			stop := w.start(cfg)
+			time.Sleep(time.Millisecond) // the first round only: its backoff is longer
+			synctest.Wait()
+			require.NoError(t, stop())
+			assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointNext], "status %d", status)
+		})
+	}
+}
+
+// corrupting rewrites the body of chosen answers, as a broken proxy or a
+// buggy server would.
+type corrupting struct {
+	next    http.RoundTripper
+	mu      sync.Mutex
+	bodies  []string // replacement bodies for successive 200s of /next
+	applied int
+}
+
+func (c *corrupting) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err != nil || !strings.HasSuffix(req.URL.Path, "/messages/next") || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.applied >= len(c.bodies) {
+		return resp, nil
+	}
+	resp.Body.Close()
+	body := c.bodies[c.applied]
+	c.applied++
+	resp.Body = io.NopCloser(strings.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	return resp, nil
+}
+
+// logBuffer collects log lines for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func TestMalformedServerAnswersAreLoggedAndNothingIsLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		id := w.say(w.rooms[0], "hi")
+		bad := &corrupting{next: w.band.HTTPClient().Transport, bodies: []string{
+			`{"data": {"id": 12, "content": true}}`,        // wrong types
+			`{"data": {"content": "no id"}}`,                // missing fields
+			`{"data": [`,                                    // malformed JSON
+			`<html>gateway</html>`,                          // not JSON at all
+			`{"nodata": {}}`,                                // no envelope
+			`{"data":"` + strings.Repeat("x", 5<<20) + `"}`, // oversized
+		}}
+		logs := &logBuffer{}
+		cfg := w.config(echo)
+		cfg.HTTPClient = &http.Client{Transport: bad}
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		stop := w.start(cfg)
+		settle(2 * time.Minute)
+		require.NoError(t, stop())
+		assert.Equal(t, 6, bad.applied)
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id), "the message survived six broken answers")
+		assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(id)))
+		assert.GreaterOrEqual(t, strings.Count(logs.String(), "request failed"), 6, logs.String())
+	})
+}
+
+func TestRoomTheAgentIsNotInIsLeftAndOthersServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		id := w.say(w.rooms[0], "hi")
+		logs := &logBuffer{}
+		cfg := w.config(echo)
+		cfg.Rooms = []string{"00000000-0000-0000-0000-00000000dead", w.rooms[0].ID}
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		stop := w.start(cfg)
+		settle(10 * time.Second)
+		require.NoError(t, stop())
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+		assert.Contains(t, logs.String(), "not in this room")
+	})
+}
+
+func TestPanickingHandlerIsAFailureWithItsStackLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		id := w.say(w.rooms[0], "hi")
+		var calls atomic.Int32
+		logs := &logBuffer{}
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			if calls.Add(1) == 1 {
+				panic("kaboom")
+			}
+			return echo(ctx, m)
+		})
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		var outcomes []bandonce.Outcome
+		cfg.Hooks.Outcome = func(o bandonce.Outcome) { outcomes = append(outcomes, o) }
+		stop := w.start(cfg)
+		settle(time.Minute)
+		require.NoError(t, stop())
+		require.Len(t, outcomes, 2)
+		assert.Equal(t, bandonce.Failed, outcomes[0].Kind)
+		var pe *bandonce.PanicError
+		require.ErrorAs(t, outcomes[0].Err, &pe)
+		assert.Equal(t, "kaboom", pe.Value)
+		assert.Equal(t, bandonce.Replied, outcomes[1].Kind)
+		assert.Contains(t, logs.String(), "handler panicked")
+		assert.Contains(t, logs.String(), "failure_test.go", "the stack is logged")
+		assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(id)))
+	})
+}
+
+func TestHandlerTimeoutCountsAsAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		id := w.say(w.rooms[0], "hi")
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		})
+		cfg.HandlerTimeout = 3 * time.Second
+		cfg.MaxAttempts = 2
+		stop := w.start(cfg)
+		settle(time.Minute)
+		require.NoError(t, stop())
+		marks := w.band.Marks(w.agent.ID, id)
+		require.NotEmpty(t, marks)
+		assert.Contains(t, marks[1].Error, "handler timed out after 3s")
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id), "dead-lettered after two timeouts")
+	})
+}
+
+func TestShutdownLetsHandlersFinishThenCancelsWithErrShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 2)
+		quick := w.say(w.rooms[0], "quick")
+		slow := w.say(w.rooms[1], "slow")
+		var cause error
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			d := 2 * time.Second
+			if m.Body() == "slow" {
+				d = time.Hour
+			}
+			select {
+			case <-time.After(d):
+				return echo(ctx, m)
+			case <-ctx.Done():
+				cause = context.Cause(ctx)
+				return nil, cause
+			}
+		})
+		cfg.ShutdownTimeout = 10 * time.Second
+		stop := w.start(cfg)
+		time.Sleep(time.Second) // both handlers are running
+		start := time.Now()
+		require.NoError(t, stop(), "a shutdown the caller asked for is clean")
+		assert.Equal(t, 10*time.Second, time.Since(start), "phase two began at the shutdown timeout")
+		assert.ErrorIs(t, cause, bandonce.ErrShutdown)
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, quick), "the quick handler finished in the grace period")
+		assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(quick)))
+		assert.Equal(t, "processing", w.band.Status(w.agent.ID, slow), "nothing is marked on shutdown")
+		assert.Zero(t, w.repliesTo(w.rooms[1], bandonce.DefaultKey(slow)))
+	})
+}
+
+func TestRunTwiceAtOnceIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		s, err := bandonce.New(w.config(echo))
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- s.Run(ctx) }()
+		synctest.Wait()
+		assert.True(t, errors.Is(s.Run(ctx), bandonce.ErrAlreadyRunning))
+		cancel()
+		assert.NoError(t, <-done)
+	})
+}
