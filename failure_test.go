@@ -30,7 +30,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"MaxAttempts":     func(c *bandonce.Config) { c.MaxAttempts = -1 },
 		"Rooms":           func(c *bandonce.Config) { c.Rooms = []string{"a", "a"} },
 		"ShutdownTimeout": func(c *bandonce.Config) { c.ShutdownTimeout = -time.Second },
-		"Retry.BaseDelay": func(c *bandonce.Config) { c.Retry = bandonce.RetryPolicy{BaseDelay: time.Minute, MaxDelay: time.Second} },
+		"Retry.BaseDelay": func(c *bandonce.Config) {
+			c.Retry = bandonce.RetryPolicy{BaseDelay: time.Minute, MaxDelay: time.Second}
+		},
 	}
 	for field, spoil := range cases {
 		cfg := ok
@@ -158,7 +160,7 @@ func TestMalformedServerAnswersAreLoggedAndNothingIsLost(t *testing.T) {
 		w := newWorld(t, 1)
 		id := w.say(w.rooms[0], "hi")
 		bad := &corrupting{next: w.band.HTTPClient().Transport, bodies: []string{
-			`{"data": {"id": 12, "content": true}}`,        // wrong types
+			`{"data": {"id": 12, "content": true}}`,         // wrong types
 			`{"data": {"content": "no id"}}`,                // missing fields
 			`{"data": [`,                                    // malformed JSON
 			`<html>gateway</html>`,                          // not JSON at all
