@@ -29,6 +29,7 @@ type ProtocolError struct {
 	Body string
 }
 
+// Error names the endpoint, the status and what was wrong.
 func (e *ProtocolError) Error() string {
 	return fmt.Sprintf("band: %s: %d: protocol error: %s", e.Endpoint, e.Status, e.Reason)
 }

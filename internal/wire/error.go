@@ -26,6 +26,8 @@ type APIError struct {
 	Body string
 }
 
+// Error names the endpoint, the status, and the code and message when the
+// envelope had them.
 func (e *APIError) Error() string {
 	msg := e.Message
 	if msg == "" {
