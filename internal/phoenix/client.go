@@ -58,6 +58,10 @@ func New(cfg Config) *Client {
 // reconnect, in registration order. Joining a registered topic again only
 // replaces its handler. The empty topic and the protocol's own "phoenix"
 // topic are ignored. A nil h discards the pushes.
+//
+// A refused join goes to OnJoinError and is tried again only after the
+// next reconnect; a channel the server ends (phx_error, phx_close) is
+// rejoined after a backoff.
 func (c *Client) Join(topic string, h Handler) {
 	if topic == "" || topic == TopicPhoenix {
 		c.log.Warn("phoenix: ignoring join of a reserved topic", "topic", topic)

@@ -2,7 +2,7 @@ package phoenix
 
 import "errors"
 
-// Reasons a connection is closed by the client itself. They reach
+// Reasons the client closes a connection itself. They reach
 // OnDisconnected and can be tested with errors.Is.
 var (
 	// ErrHeartbeatTimeout: a heartbeat was still unanswered when the next
@@ -14,6 +14,10 @@ var (
 	// ErrConnectionLost wraps a read or write failure on the socket,
 	// including the server closing it.
 	ErrConnectionLost = errors.New("phoenix: connection lost")
+)
+
+// Misuse reported by Run before it connects.
+var (
 	// ErrAlreadyRunning is returned by Run while another Run is active.
 	ErrAlreadyRunning = errors.New("phoenix: Run already active")
 	// ErrBadURL is returned by Run when Config.URL cannot be dialled.

@@ -125,6 +125,7 @@ func TestHeartbeatReplyWithErrorStatusStillCounts(t *testing.T) {
 		c := phoenix.New(cfg)
 		run := start(t, c)
 		synctest.Wait()
+		assert.Equal(t, 1, rec.connectedCount(), "with no topics OnConnected fires at once")
 		conn := band.conn(0)
 		for i := range 5 {
 			time.Sleep(10 * time.Second)
