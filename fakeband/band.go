@@ -28,6 +28,7 @@ type Band struct {
 	truth  truth
 	faults faultState
 	nReq   int // request ids
+	nCtl   int // correlation ids of control pushes
 
 	sockets sockets
 

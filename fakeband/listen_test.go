@@ -74,3 +74,25 @@ func TestListenReportsABadAddress(t *testing.T) {
 	_, err := f.b.Listen("not an address")
 	assert.Error(t, err)
 }
+
+func TestSocketOverTCP(t *testing.T) {
+	f, base := tcpFixture(t)
+	wsURL := "ws" + strings.TrimPrefix(base, "http") + "/socket/websocket"
+	ws, resp, err := tryDial(f.c, wsURL, http.Header{"X-Api-Key": {f.bot.Key}})
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	c := startClient(t, ws)
+	c.mustJoin("chat_room:" + f.room.ID)
+	id := f.say(t, "over the wire")
+	push := c.next()
+	assert.Equal(t, "message_created", push.Event)
+	assert.Equal(t, id, payload(t, push)["id"])
+
+	_, resp, err = tryDial(f.c, wsURL, http.Header{"X-Api-Key": {"bad"}})
+	require.Error(t, err)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+
+	require.NoError(t, f.b.Close())
+	_, open := <-c.frames
+	assert.False(t, open, "Close ends TCP sockets too")
+}

@@ -1,16 +1,101 @@
 package fakeband
 
-import "net/http"
+import (
+	"encoding/json"
+	"time"
 
-// sockets will hold the agents' Phoenix connections.
-type sockets struct{}
+	"github.com/band-once/bandonce/internal/phoenix"
+)
 
-func (s *sockets) init()                       {}
-func (s *sockets) all() []interface{ abort() } { return nil }
+// pushLocked sends event on topic to every connection of the agent that
+// joined the topic, with that join's join_ref and a null ref, through the
+// socket faults. Best effort, as Band's pushes are: no connection or no
+// join means the push is lost.
+func (b *Band) pushLocked(agentID, topic, event string, payload any) {
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return
+	}
+	for _, c := range b.sockets.byAgent[agentID] {
+		joinRef, joined := c.joins[topic]
+		if !joined {
+			continue
+		}
+		frame, err := phoenix.Encode(phoenix.Frame{JoinRef: joinRef, Topic: topic, Event: event, Payload: data})
+		if err != nil {
+			continue
+		}
+		b.enqueuePushLocked(c, event, frame)
+	}
+}
 
-func (b *Band) pushLocked(agentID, topic, event string, payload any) {}
-func (b *Band) pushRoomLocked(agentID, event string, r *room)        {}
-func (b *Band) controlRoutes() []route                               { return nil }
-func (b *Band) socketRoute(mux *http.ServeMux)                       {}
+type roomAddedJSON struct {
+	ID         string    `json:"id"`
+	Title      string    `json:"title"`
+	InsertedAt time.Time `json:"inserted_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
 
-type socketRule struct{}
+type roomRemovedJSON struct {
+	ID        string    `json:"id"`
+	Title     string    `json:"title"`
+	RemovedAt time.Time `json:"removed_at"`
+}
+
+// pushRoomLocked sends room_added or room_removed on agent_rooms:{agent}.
+func (b *Band) pushRoomLocked(agentID, event string, r *room) {
+	var payload any = roomAddedJSON{ID: r.id, Title: r.title, InsertedAt: r.at, UpdatedAt: r.at}
+	if event == "room_removed" {
+		payload = roomRemovedJSON{ID: r.id, Title: r.title, RemovedAt: b.stamp()}
+	}
+	b.pushLocked(agentID, "agent_rooms:"+agentID, event, payload)
+}
+
+type supersedeJSON struct {
+	Reason    string `json:"reason"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+}
+
+// supersedeLocked pushes the terminal supersede to c (if it joined its
+// control topic), then closes it after the push, and forgets it. The push
+// bypasses socket faults: it is the one signal that stops a client from
+// fighting for the connection.
+func (b *Band) supersedeLocked(c *conn, message string) {
+	topic := "agent_control:" + c.agentID
+	if joinRef, joined := c.joins[topic]; joined {
+		payload, _ := json.Marshal(supersedeJSON{Reason: "superseded", Message: message, Retryable: false})
+		frame, err := phoenix.Encode(phoenix.Frame{JoinRef: joinRef, Topic: topic, Event: "supersede", Payload: payload})
+		if err == nil {
+			c.out.put(outItem{frame: frame})
+		}
+	}
+	c.out.put(outItem{close: closeGracefully})
+	b.sockets.remove(c)
+	b.truth.record(Event{Kind: EventSupersede, AgentID: c.agentID, Detail: message})
+}
+
+// Supersede pushes supersede to the agent's connections and closes them,
+// as Band does when another connection of the agent takes over.
+func (b *Band) Supersede(agentID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.sockets.byAgent[agentID] {
+		b.supersedeLocked(c, "this connection was superseded")
+	}
+}
+
+// DropSockets closes the agent's connections at once, with no push and
+// no close handshake, as a network failure would.
+func (b *Band) DropSockets(agentID string) {
+	b.mu.Lock()
+	conns := b.sockets.byAgent[agentID]
+	delete(b.sockets.byAgent, agentID)
+	if len(conns) > 0 {
+		b.truth.record(Event{Kind: EventDrop, AgentID: agentID})
+	}
+	b.mu.Unlock()
+	for _, c := range conns {
+		c.abort()
+	}
+}

@@ -77,6 +77,7 @@ type deliveryKey struct{ recipientID, messageID string }
 type execution struct {
 	id, agentID, roomID string
 	stopped             bool
+	stoppedAt           time.Time
 }
 
 type pairKey struct{ agentID, roomID string }

@@ -45,14 +45,16 @@ func (t *loseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// loseResponse drops the answer: on a real connection it closes the
-// connection without a byte of response; elsewhere it marks the response
-// for loseTransport.
+// loseResponse drops the answer. On a connection that can be hijacked it
+// closes the connection without a byte of response; the marker header is
+// set first so that memnet, which hands a hijacked upgrade's headers to
+// the client, still lets loseTransport recognise the loss. Elsewhere the
+// marker alone tells loseTransport.
 func loseResponse(w http.ResponseWriter) {
+	w.Header().Set(lostHeader, "1")
 	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 		conn.Close()
 		return
 	}
-	w.Header().Set(lostHeader, "1")
 	w.WriteHeader(http.StatusOK)
 }

@@ -1,0 +1,129 @@
+package fakeband_test
+
+import (
+	"net/http"
+	"testing"
+	"testing/synctest"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce/fakeband"
+)
+
+func TestASecondConnectionSupersedesTheFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		first := dialSocket(t, f.b, f.bot.Key)
+		firstRef := first.mustJoin("agent_control:" + f.bot.ID)
+		first.mustJoin("chat_room:" + f.room.ID)
+
+		second := dialSocket(t, f.b, f.bot.Key)
+		sup := first.next()
+		assert.Equal(t, "supersede", sup.Event)
+		assert.Equal(t, "agent_control:"+f.bot.ID, sup.Topic)
+		assert.Equal(t, firstRef, sup.JoinRef)
+		p := payload(t, sup)
+		assert.Equal(t, false, p["retryable"])
+		assert.NotEmpty(t, p["reason"])
+		assert.NotEmpty(t, p["message"])
+		synctest.Wait()
+		frames, closed := first.pending()
+		assert.Empty(t, frames)
+		assert.True(t, closed, "the older connection is closed after the push")
+		assert.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(first.err), "with a close handshake")
+
+		second.mustJoin("chat_room:" + f.room.ID)
+		id := f.say(t, "to the new connection")
+		assert.Equal(t, id, payload(t, second.next())["id"])
+		second.requireQuiet()
+
+		var kinds []string
+		for _, e := range f.b.Events() {
+			if e.Kind == fakeband.EventConnect || e.Kind == fakeband.EventSupersede {
+				kinds = append(kinds, e.Kind)
+			}
+		}
+		assert.Equal(t, []string{"connect", "supersede", "connect"}, kinds)
+	})
+}
+
+func TestSupersedeMethodPushesAndCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		c := dialSocket(t, f.b, f.bot.Key)
+		c.mustJoin("agent_control:" + f.bot.ID)
+		f.b.Supersede(f.bot.ID)
+		assert.Equal(t, "supersede", c.next().Event)
+		synctest.Wait()
+		_, closed := c.pending()
+		assert.True(t, closed)
+		assert.Equal(t, fakeband.EventSupersede, f.b.Events()[len(f.b.Events())-1].Kind)
+	})
+}
+
+func TestSupersedeOfAConnectionThatDidNotJoinJustCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		first := dialSocket(t, f.b, f.bot.Key)
+		dialSocket(t, f.b, f.bot.Key)
+		synctest.Wait()
+		frames, closed := first.pending()
+		assert.Empty(t, frames)
+		assert.True(t, closed)
+	})
+}
+
+func TestDropSocketsClosesWithoutAPush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		c := dialSocket(t, f.b, f.bot.Key)
+		c.mustJoin("agent_control:" + f.bot.ID)
+		f.b.DropSockets(f.bot.ID)
+		synctest.Wait()
+		frames, closed := c.pending()
+		assert.Empty(t, frames)
+		assert.True(t, closed)
+		assert.Equal(t, websocket.StatusCode(-1), websocket.CloseStatus(c.err), "no close handshake")
+		assert.Equal(t, fakeband.EventDrop, f.b.Events()[len(f.b.Events())-1].Kind)
+
+		again := dialSocket(t, f.b, f.bot.Key)
+		again.mustJoin("agent_control:" + f.bot.ID)
+		require.NoError(t, f.b.StopRoom(f.room.ID))
+		assert.Equal(t, "stop", payload(t, again.next())["mode"], "a reconnected agent gets pushes again")
+	})
+}
+
+func TestCloseEndsSockets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := fakeband.New(fakeband.Options{})
+		bot := b.AddAgent("Bot")
+		c := dialSocket(t, b, bot.Key)
+		c.mustJoin("agent_control:" + bot.ID)
+		require.NoError(t, b.Close())
+		require.NoError(t, b.Close(), "Close is idempotent")
+		synctest.Wait()
+		_, closed := c.pending()
+		assert.True(t, closed)
+		_, resp, err := tryDial(b.HTTPClient(), b.SocketURL(), http.Header{"X-Api-Key": {bot.Key}})
+		require.Error(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	})
+}
+
+func TestASlowSocketNeverBlocksTheAPI(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ws, _, err := tryDial(f.b.HTTPClient(), f.b.SocketURL(), http.Header{"X-Api-Key": {f.bot.Key}})
+		require.NoError(t, err)
+		defer ws.CloseNow()
+		// Join, then never read again: every push piles up in the outbox.
+		c := &socketClient{t: t, ws: ws}
+		c.send("1", "chat_room:"+f.room.ID, "phx_join", map[string]any{})
+		for range 500 {
+			f.say(t, "a message the client will not read")
+		}
+		assert.Len(t, f.b.Posts(f.room.ID), 500)
+	})
+}
