@@ -249,7 +249,7 @@ func (r *room) fail(ctx context.Context, m *wire.Message, attempt int, cause err
 		"failures", r.failures[m.ID].count, "max", r.s.cfg.MaxAttempts, "err", cause)
 	mctx, cancel := r.s.markCtx(ctx)
 	defer cancel()
-	if _, err := r.s.api.Failed(mctx, r.id, m.ID, cause.Error()); err != nil {
+	if _, err := r.s.api.Failed(mctx, r.id, m.ID, failureText(cause)); err != nil {
 		r.s.log.Warn("bandonce: failed mark did not land", "room", r.id, "message", m.ID, "err", err)
 	}
 	r.s.emit(Outcome{Kind: Failed, RoomID: r.id, MessageID: m.ID, Attempt: attempt, Err: cause})
@@ -300,4 +300,13 @@ func (r *room) charge(id string, err error) {
 	}
 	f.count++
 	f.last = err
+}
+
+// failureText is the reason sent with a failed mark; Band refuses an empty
+// one.
+func failureText(err error) string {
+	if text := strings.TrimSpace(err.Error()); text != "" {
+		return text
+	}
+	return fmt.Sprintf("handler failed with an empty %T", err)
 }

@@ -1,0 +1,120 @@
+// Command echo is a complete Band agent built on band-once: it answers
+// every message that mentions it with "echo: <text>", mentioning the
+// sender, exactly once.
+//
+// Configuration comes from the environment:
+//
+//	BAND_API_KEY   the agent's API key (required)
+//	BAND_BASE_URL  the REST root (default https://app.band.ai/api/v1)
+//	BAND_WS_URL    the Phoenix socket (default derived from BAND_BASE_URL)
+//	ECHO_DELAY     a Go duration each reply waits, to stand in for slow work (default 0)
+//
+// SIGINT or SIGTERM shut it down gracefully (exit 0). A rejected key, or
+// another connection of the same agent taking over, exits 1 with a message
+// saying so. With -fake it runs a short scripted conversation against the
+// in-process fake Band and prints it; no key or network is needed.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/band-once/bandonce"
+)
+
+func main() {
+	fake := flag.Bool("fake", false, "run a scripted conversation on the in-process fake Band and print it")
+	verbose := flag.Bool("v", false, "log what the shell does to stderr")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.DiscardHandler)
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	var err error
+	if *fake {
+		err = runFake(ctx, os.Stdout, logger)
+	} else {
+		err = run(ctx, os.Getenv, os.Stdout, logger)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "echo:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves the agent named by the environment until ctx ends.
+func run(ctx context.Context, getenv func(string) string, out io.Writer, logger *slog.Logger) error {
+	key := getenv("BAND_API_KEY")
+	if key == "" {
+		return errors.New("BAND_API_KEY is not set: export the agent's API key")
+	}
+	delay, err := parseDelay(getenv("ECHO_DELAY"))
+	if err != nil {
+		return err
+	}
+	shell, err := bandonce.New(bandonce.Config{
+		APIKey:    key,
+		BaseURL:   getenv("BAND_BASE_URL"),
+		SocketURL: getenv("BAND_WS_URL"),
+		Handler:   Echo(delay),
+		Logger:    logger,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "echo: serving; press Ctrl-C to stop")
+	err = shell.Run(ctx)
+	switch {
+	case errors.Is(err, bandonce.ErrUnauthorized):
+		return fmt.Errorf("Band rejected BAND_API_KEY; check that it is this agent's key: %w", err)
+	case errors.Is(err, bandonce.ErrSuperseded):
+		return errors.New("another connection of this agent took over; this one stops (run one echo per agent)")
+	case err != nil:
+		return err
+	}
+	fmt.Fprintln(out, "echo: stopped")
+	return nil
+}
+
+func parseDelay(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("ECHO_DELAY=%q is not a non-negative Go duration such as 2s", s)
+	}
+	return d, nil
+}
+
+// Echo is the agent's handler: after delay, reply "echo: <body>" to the
+// sender, keyed by the message id so a redelivery never posts twice.
+func Echo(delay time.Duration) bandonce.Handler {
+	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return nil, context.Cause(ctx) // interrupted, stopped or shutting down
+			}
+		}
+		return &bandonce.Reply{
+			Content:  "echo: " + m.Body(),
+			Mentions: []string{m.SenderID},
+			DedupKey: "echo:" + m.ID,
+		}, nil
+	}
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/band-once/bandonce/fakeband"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// buildEcho compiles this command once per test run.
+func buildEcho(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "echo")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
+
+// agentProc is the echo agent running as a separate process against a
+// fake Band listening on loopback.
+type agentProc struct {
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	done   chan error
+}
+
+func startAgent(t *testing.T, bin string, env ...string) *agentProc {
+	t.Helper()
+	p := &agentProc{done: make(chan error, 1)}
+	p.cmd = exec.Command(bin)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	require.NoError(t, p.cmd.Start())
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+func (p *agentProc) kill(t *testing.T) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.done
+}
+
+// eventually polls cond every 5 ms for up to 20 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func repliesTo(band *fakeband.Band, roomID, agentID, msgID string) int {
+	n := 0
+	for _, p := range band.Posts(roomID) {
+		if p.SenderID == agentID && strings.HasSuffix(p.Content, "[dedup_key:echo:"+msgID+"]") {
+			n++
+		}
+	}
+	return n
+}
+
+// The agent as users run it: a process, SIGKILLed after a reply was posted
+// but before its ack, SIGKILLed again while a handler waits, restarted each
+// time, and finally stopped with SIGTERM. Every message is echoed once.
+func TestEchoProcessSurvivesSIGKILLAtAwkwardMoments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the agent as a process")
+	}
+	bin := buildEcho(t)
+	band := fakeband.New(fakeband.Options{Seed: 3})
+	defer band.Close()
+	base, err := band.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	agent, ada := band.AddAgent("echo"), band.AddHuman("ada")
+	room := band.AddRoom("ops", ada, agent.ID)
+	var ids []string
+	for i := range 6 {
+		id, err := band.Say(room.ID, ada.ID, fmt.Sprint("ping ", i), agent.ID)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + base}
+
+	// 1. The second ack hangs; kill the process once its reply is out.
+	band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessed, Nth: 2, Kind: fakeband.Delay, Delay: time.Minute})
+	p := startAgent(t, bin, env...)
+	eventually(t, "the second reply", func() bool { return repliesTo(band, room.ID, agent.ID, ids[1]) == 1 })
+	p.kill(t)
+	band.ClearFaults()
+	require.Equal(t, "processing", band.Status(agent.ID, ids[1]), "killed between the post and the ack")
+
+	// 2. Slow handlers; kill while one is waiting.
+	p = startAgent(t, bin, append(env, "ECHO_DELAY=300ms")...)
+	eventually(t, "a handler in flight", func() bool {
+		return band.Status(agent.ID, ids[3]) == "processing" && repliesTo(band, room.ID, agent.ID, ids[3]) == 0
+	})
+	p.kill(t)
+
+	// 3. A clean run to the end, then a graceful stop.
+	p = startAgent(t, bin, env...)
+	eventually(t, "every message processed", func() bool {
+		for _, id := range ids {
+			if band.Status(agent.ID, id) != "processed" {
+				return false
+			}
+		}
+		return true
+	})
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p.done, "SIGTERM exits 0; stderr: %s", p.stderr.String())
+	assert.Contains(t, p.stdout.String(), "echo: stopped")
+	assert.Empty(t, p.stderr.String(), "nothing on stderr unless asked")
+
+	for i, id := range ids {
+		assert.Equal(t, 1, repliesTo(band, room.ID, agent.ID, id), "message %d echoed exactly once", i)
+	}
+}
+
+func TestEchoProcessExitsNonZeroOnARejectedKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the agent as a process")
+	}
+	bin := buildEcho(t)
+	band := fakeband.New(fakeband.Options{Seed: 3})
+	defer band.Close()
+	base, err := band.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	p := startAgent(t, bin, "BAND_API_KEY=wrong", "BAND_BASE_URL="+base)
+	err = <-p.done
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, 1, exit.ExitCode())
+	assert.Contains(t, p.stderr.String(), "Band rejected BAND_API_KEY")
+}
