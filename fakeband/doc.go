@@ -32,7 +32,14 @@
 //     stopped client is expected to ignore it and /next stays gated.
 //   - Every agent is owned by one operator human, Band.Owner; only that
 //     human may list an agent's executions or interrupt them.
-//   - Sockets have no heartbeat timeout.
+//   - Sockets have no heartbeat timeout. Each connection has an unbounded
+//     outbox written by its own goroutine, so a push never blocks the REST
+//     call or Go method that caused it.
+//   - supersede pushes are exempt from socket faults: they are the signal
+//     that stops a client from fighting for its connection.
+//   - An agent has one execution per room, created when it first joins.
+//   - Only joined topics get pushes; pushes to an agent with no socket are
+//     lost, as Band's are (the durable queue is /next).
 //
 // Everything is deterministic for a given Options.Seed and sequence of
 // calls: ids come from a seeded counter, timestamps from a clock that

@@ -1,9 +1,7 @@
 package fakeband
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -58,11 +56,9 @@ func (b *Band) routes() http.Handler {
 	b.socketRoute(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		b.mu.Lock()
-		b.nReq++
-		reqID := "req-" + strconv.Itoa(b.nReq)
+		reqID := b.requestIDLocked()
 		b.mu.Unlock()
-		w.Header().Set("X-Request-ID", reqID)
-		writeJSON(w, http.StatusNotFound, errorBody(notFound("route"), reqID))
+		writeReply(w, errReply(notFound("route")), reqID)
 	})
 	return mux
 }
@@ -74,8 +70,7 @@ func (b *Band) api(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, reqID, open := b.admit(rt.ep)
 		if !open {
-			w.Header().Set("X-Request-ID", reqID)
-			writeJSON(w, http.StatusServiceUnavailable, errorBody(&Error{Status: 503, Code: "unavailable", Message: "fake Band is closed"}, reqID))
+			writeReply(w, errReply(errClosedBand), reqID)
 			return
 		}
 		if f != nil {
@@ -107,14 +102,22 @@ func (b *Band) api(rt route) http.Handler {
 func (b *Band) admit(ep Endpoint) (f *Fault, reqID string, open bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.nReq++
-	reqID = "req-" + strconv.Itoa(b.nReq)
+	reqID = b.requestIDLocked()
 	if b.closed {
 		return nil, reqID, false
 	}
 	b.truth.reqs[ep]++
 	return b.pickFaultLocked(ep), reqID, true
 }
+
+// requestIDLocked numbers a request for its error envelope and header.
+func (b *Band) requestIDLocked() string {
+	b.nReq++
+	return "req-" + strconv.Itoa(b.nReq)
+}
+
+// errClosedBand answers every request after Close.
+var errClosedBand = &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "fake Band is closed"}
 
 // wait sleeps d unless ctx ends or the Band closes first.
 func (b *Band) wait(ctx context.Context, d time.Duration) bool {
@@ -145,73 +148,4 @@ func (b *Band) authenticate(s side, key string) (*participant, *Error) {
 		return nil, forbidden("User authentication required")
 	}
 	return p, nil
-}
-
-type errorJSON struct {
-	Code      string              `json:"code"`
-	Message   string              `json:"message"`
-	RequestID string              `json:"request_id"`
-	Details   map[string][]string `json:"details,omitempty"`
-}
-
-func errorBody(e *Error, reqID string) any {
-	return map[string]errorJSON{"error": {Code: e.Code, Message: e.Message, RequestID: reqID, Details: e.Details}}
-}
-
-func writeReply(w http.ResponseWriter, rep reply, reqID string) {
-	w.Header().Set("X-Request-ID", reqID)
-	switch {
-	case rep.err != nil:
-		writeJSON(w, rep.err.Status, errorBody(rep.err, reqID))
-	case rep.data == nil:
-		w.WriteHeader(rep.status)
-	default:
-		body := map[string]any{"data": rep.data}
-		if rep.meta != nil {
-			body["metadata"] = rep.meta
-		}
-		writeJSON(w, rep.status, body)
-	}
-}
-
-func writeFailBefore(w http.ResponseWriter, f *Fault, reqID string) {
-	status := f.Status
-	if status == 0 {
-		status = http.StatusServiceUnavailable
-	}
-	if f.RetryAfter != "" {
-		w.Header().Set("Retry-After", f.RetryAfter)
-	}
-	if f.EmptyBody {
-		w.Header().Set("Content-Length", "0")
-		w.WriteHeader(status)
-		return
-	}
-	e := &Error{Status: status, Code: codeForStatus(status), Message: http.StatusText(status)}
-	writeJSON(w, status, errorBody(e, reqID))
-}
-
-func codeForStatus(status int) string {
-	switch status {
-	case http.StatusTooManyRequests:
-		return "too_many_requests"
-	case http.StatusServiceUnavailable:
-		return "service_unavailable"
-	case http.StatusBadGateway:
-		return "bad_gateway"
-	case http.StatusGatewayTimeout:
-		return "gateway_timeout"
-	}
-	return "internal_server_error"
-}
-
-// writeJSON renders v; the values are the fake's own structs, so encoding
-// cannot fail, and a failed write means the client has gone.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	_ = json.NewEncoder(&buf).Encode(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
 }

@@ -84,8 +84,9 @@ func slug(name string) string {
 
 // AddRoom creates a room owned by owner, with the given participants as
 // members. Ids that name no known participant are skipped (use
-// AddParticipant to get an error instead). Every agent in the room gets
-// room_added on agent_rooms:{agent_id}.
+// AddParticipant to get an error instead); an unknown owner leaves the
+// room without one, so only StopRoom and PlayRoom can control it. Every
+// agent in the room gets room_added on agent_rooms:{agent_id}.
 func (b *Band) AddRoom(title string, owner Human, participantIDs ...string) Room {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -42,15 +42,25 @@ func (b *Band) Say(roomID, senderID, content string, mentionIDs ...string) (stri
 	return m.id, nil
 }
 
-// postLocked checks a post in Band's order (room, stop gate, content,
-// mentions) and stores it. content is nil when the body had none.
-func (b *Band) postLocked(roomID string, sender *participant, content *string, in []mentionIn) (*message, *Error) {
+// postableRoom is the room sender may post in: 404 outside its rooms,
+// 403 while an agent sender is stopped there.
+func (b *Band) postableRoom(roomID string, sender *participant) (*room, *Error) {
 	r, err := b.memberRoom(roomID, sender)
 	if err != nil {
 		return nil, err
 	}
 	if sender.isAgent() && b.stoppedLocked(sender.id, r.id) {
 		return nil, ErrStopped
+	}
+	return r, nil
+}
+
+// postLocked checks a post in Band's order (room, stop gate, content,
+// mentions) and stores it. content is nil when the body had none.
+func (b *Band) postLocked(roomID string, sender *participant, content *string, in []mentionIn) (*message, *Error) {
+	r, err := b.postableRoom(roomID, sender)
+	if err != nil {
+		return nil, err
 	}
 	if content == nil || isBlank(*content) {
 		return nil, unprocessable("validation_error", "content can't be blank", "/message/content", "can't be blank")

@@ -2,6 +2,7 @@ package fakeband
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/band-once/bandonce/internal/phoenix"
@@ -58,7 +59,7 @@ type supersedeJSON struct {
 }
 
 // supersedeLocked pushes the terminal supersede to c (if it joined its
-// control topic), then closes it after the push, and forgets it. The push
+// control topic), then closes it after the push, and stops pushing to it. The push
 // bypasses socket faults: it is the one signal that stops a client from
 // fighting for the connection.
 func (b *Band) supersedeLocked(c *conn, message string) {
@@ -72,28 +73,29 @@ func (b *Band) supersedeLocked(c *conn, message string) {
 	}
 	c.out.put(outItem{close: closeGracefully})
 	b.sockets.remove(c)
-	b.truth.record(Event{Kind: EventSupersede, AgentID: c.agentID, Detail: message})
 }
 
 // Supersede pushes supersede to the agent's connections and closes them,
-// as Band does when another connection of the agent takes over.
+// as Band does when another connection of the agent takes over. It is
+// recorded as an event even when the agent has no connection.
 func (b *Band) Supersede(agentID string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	const why = "this connection was superseded"
 	for _, c := range b.sockets.byAgent[agentID] {
-		b.supersedeLocked(c, "this connection was superseded")
+		b.supersedeLocked(c, why)
 	}
+	b.truth.record(Event{Kind: EventSupersede, AgentID: agentID, Detail: why})
 }
 
 // DropSockets closes the agent's connections at once, with no push and
-// no close handshake, as a network failure would.
+// no close handshake, as a network failure would. The event's Detail is
+// how many connections it closed.
 func (b *Band) DropSockets(agentID string) {
 	b.mu.Lock()
 	conns := b.sockets.byAgent[agentID]
 	delete(b.sockets.byAgent, agentID)
-	if len(conns) > 0 {
-		b.truth.record(Event{Kind: EventDrop, AgentID: agentID})
-	}
+	b.truth.record(Event{Kind: EventDrop, AgentID: agentID, Detail: strconv.Itoa(len(conns))})
 	b.mu.Unlock()
 	for _, c := range conns {
 		c.abort()

@@ -84,12 +84,18 @@ func (b *Band) serveFailed(c *call) reply {
 	var body struct {
 		Error *string `json:"error"`
 	}
-	if err := decodeBody(c.r, &body); err != nil || body.Error == nil || isBlank(*body.Error) {
-		return errReply(unprocessable("validation_error", "error must be a non-blank string", "/error", "can't be blank"))
-	}
+	bodyErr := decodeBody(c.r, &body)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	mark, err := b.markDoneLocked(c.who, c.r.PathValue("chat_id"), c.r.PathValue("message_id"), StatusFailed, *body.Error)
+	roomID, msgID := c.r.PathValue("chat_id"), c.r.PathValue("message_id")
+	// A message the agent cannot see is 404 whatever the body says.
+	if _, err := b.deliveryLocked(c.who, roomID, msgID); err != nil {
+		return errReply(err)
+	}
+	if bodyErr != nil || body.Error == nil || isBlank(*body.Error) {
+		return errReply(unprocessable("validation_error", "error must be a non-blank string", "/error", "can't be blank"))
+	}
+	mark, err := b.markDoneLocked(c.who, roomID, msgID, StatusFailed, *body.Error)
 	if err != nil {
 		return errReply(err)
 	}
@@ -107,16 +113,18 @@ func (b *Band) postOverHTTP(c *call) reply {
 			Mentions []mentionIn `json:"mentions"`
 		} `json:"message"`
 	}
-	// An unreadable body is judged like a missing content, after the
-	// room and the stop gate, as Band checks them first.
-	var content *string
-	var mentions []mentionIn
-	if decodeBody(c.r, &body) == nil && body.Message != nil {
-		content, mentions = body.Message.Content, body.Message.Mentions
-	}
+	bodyErr := decodeBody(c.r, &body)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	m, err := b.postLocked(c.r.PathValue("chat_id"), c.who, content, mentions)
+	roomID := c.r.PathValue("chat_id")
+	// The room and the stop gate come before the body, as on Band.
+	if _, err := b.postableRoom(roomID, c.who); err != nil {
+		return errReply(err)
+	}
+	if bodyErr != nil || body.Message == nil {
+		return errReply(unprocessable("validation_error", `body must be {"message": {"content", "mentions"}}`, "/message", "is invalid"))
+	}
+	m, err := b.postLocked(roomID, c.who, body.Message.Content, body.Message.Mentions)
 	if err != nil {
 		return errReply(err)
 	}

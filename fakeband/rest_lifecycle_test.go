@@ -2,6 +2,7 @@ package fakeband_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -138,6 +139,12 @@ func TestMarksNeedAMessageDeliveredToTheAgentInThatRoom(t *testing.T) {
 	for name, path := range tests {
 		t.Run(name, func(t *testing.T) {
 			resp := f.do(t, http.MethodPost, path, f.bot.Key, nil)
+			require.Equal(t, http.StatusNotFound, resp.status, "%s", resp.raw)
+			assert.Equal(t, "not_found", resp.errorCode(t))
+			failed := strings.TrimSuffix(path, "processing") + "failed"
+			resp = f.do(t, http.MethodPost, failed, f.bot.Key, "not json")
+			require.Equal(t, http.StatusNotFound, resp.status, "404 comes before the body check")
+			resp = f.do(t, http.MethodPost, strings.TrimSuffix(path, "processing")+"processed", f.bot.Key, nil)
 			require.Equal(t, http.StatusNotFound, resp.status, "%s", resp.raw)
 			assert.Equal(t, "not_found", resp.errorCode(t))
 		})

@@ -30,6 +30,7 @@ func TestPostIsValidatedLikeBand(t *testing.T) {
 		{"not JSON", "{", 422, "validation_error"},
 		{"no message object", map[string]any{"content": "hi"}, 422, "validation_error"},
 		{"content not a string", map[string]any{"message": map[string]any{"content": 5, "mentions": []any{alice}}}, 422, "validation_error"},
+		{"mentions not a list", map[string]any{"message": map[string]any{"content": "hi", "mentions": "alice"}}, 422, "validation_error"},
 		{"no mentions", post("hi"), 422, "mentions_required"},
 		{"mentions missing", map[string]any{"message": map[string]any{"content": "hi"}}, 422, "mentions_required"},
 		{"references only", post("hi", m("id", f.alice.ID, "kind", "reference")), 422, "mentions_required"},

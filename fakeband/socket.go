@@ -2,13 +2,9 @@ package fakeband
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/coder/websocket"
-
-	"github.com/band-once/bandonce/internal/phoenix"
 )
 
 // conn is one agent's Phoenix connection.
@@ -28,17 +24,22 @@ func (c *conn) abort() {
 	_ = c.ws.CloseNow()
 }
 
-// sockets is the registry of live connections. Guarded by b.mu.
+// sockets is the registry of connections. Guarded by b.mu.
 type sockets struct {
-	byAgent map[string][]*conn
+	byAgent map[string][]*conn // the agent's current connection: pushes go here
+	live    map[*conn]bool     // every connection not yet ended, superseded and dropped ones too
 }
 
-func (s *sockets) init() { s.byAgent = map[string][]*conn{} }
+func (s *sockets) init() {
+	s.byAgent = map[string][]*conn{}
+	s.live = map[*conn]bool{}
+}
 
+// all returns every connection Close must end.
 func (s *sockets) all() []*conn {
-	var out []*conn
-	for _, cs := range s.byAgent {
-		out = append(out, cs...)
+	out := make([]*conn, 0, len(s.live))
+	for c := range s.live {
+		out = append(out, c)
 	}
 	return out
 }
@@ -112,99 +113,16 @@ func (b *Band) register(c *conn) bool {
 	if b.closed {
 		return false
 	}
-	for _, old := range b.sockets.byAgent[c.agentID] {
-		b.supersedeLocked(old, "a newer connection of this agent was opened")
+	if old := b.sockets.byAgent[c.agentID]; len(old) > 0 {
+		const why = "a newer connection of this agent was opened"
+		for _, o := range old {
+			b.supersedeLocked(o, why)
+		}
+		b.truth.record(Event{Kind: EventSupersede, AgentID: c.agentID, Detail: why})
 	}
 	b.sockets.byAgent[c.agentID] = []*conn{c}
+	b.sockets.live[c] = true
 	b.truth.record(Event{Kind: EventConnect, AgentID: c.agentID})
 	b.wg.Add(2)
 	return true
-}
-
-// readLoop answers the client's frames until the connection ends, then
-// unregisters it.
-func (c *conn) readLoop() {
-	defer c.b.wg.Done()
-	defer func() {
-		c.b.mu.Lock()
-		c.b.sockets.remove(c)
-		c.b.mu.Unlock()
-		c.abort()
-	}()
-	for {
-		typ, data, err := c.ws.Read(c.ctx)
-		if err != nil {
-			return
-		}
-		if typ != websocket.MessageText {
-			continue
-		}
-		f, err := phoenix.Decode(data)
-		if err != nil {
-			continue // a garbled frame is dropped, the connection stays
-		}
-		c.handle(f)
-	}
-}
-
-func (c *conn) handle(f phoenix.Frame) {
-	c.b.mu.Lock()
-	defer c.b.mu.Unlock()
-	_, joined := c.joins[f.Topic]
-	switch {
-	case f.Topic == phoenix.TopicPhoenix && f.Event == phoenix.EventHeartbeat:
-		c.reply(f, "", "ok", nil)
-	case f.Event == phoenix.EventJoin:
-		joinRef := f.JoinRef
-		if joinRef == "" {
-			joinRef = f.Ref
-		}
-		if reason := c.b.refuseJoinLocked(c.agentID, f.Topic); reason != "" {
-			c.reply(f, joinRef, "error", map[string]string{"reason": reason})
-			return
-		}
-		c.joins[f.Topic] = joinRef
-		c.reply(f, joinRef, "ok", nil)
-	case !joined:
-		c.reply(f, f.JoinRef, "error", map[string]string{"reason": "unmatched topic"})
-	case f.Event == phoenix.EventLeave:
-		joinRef := c.joins[f.Topic]
-		delete(c.joins, f.Topic)
-		c.reply(f, joinRef, "ok", nil)
-		c.send(phoenix.Frame{JoinRef: joinRef, Ref: joinRef, Topic: f.Topic, Event: phoenix.EventClose})
-	}
-	// Other events on a joined topic are ignored: Band's channels take none.
-}
-
-// refuseJoinLocked returns why the agent may not join topic, or "".
-func (b *Band) refuseJoinLocked(agentID, topic string) string {
-	kind, id, _ := strings.Cut(topic, ":")
-	switch kind {
-	case "agent_control", "agent_rooms":
-		if id == agentID {
-			return ""
-		}
-		return "unauthorized"
-	case "chat_room":
-		if r := b.rooms[id]; r != nil && r.has(agentID) {
-			return ""
-		}
-		return "unauthorized"
-	}
-	return "unmatched topic"
-}
-
-func (c *conn) reply(to phoenix.Frame, joinRef, status string, response any) {
-	if response == nil {
-		response = struct{}{}
-	}
-	payload, _ := json.Marshal(map[string]any{"status": status, "response": response})
-	c.send(phoenix.Frame{JoinRef: joinRef, Ref: to.Ref, Topic: to.Topic, Event: phoenix.EventReply, Payload: payload})
-}
-
-func (c *conn) send(f phoenix.Frame) {
-	data, err := phoenix.Encode(f)
-	if err == nil {
-		c.out.put(outItem{frame: data})
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
@@ -86,7 +87,9 @@ func TestDropSocketsClosesWithoutAPush(t *testing.T) {
 		assert.Empty(t, frames)
 		assert.True(t, closed)
 		assert.Equal(t, websocket.StatusCode(-1), websocket.CloseStatus(c.err), "no close handshake")
-		assert.Equal(t, fakeband.EventDrop, f.b.Events()[len(f.b.Events())-1].Kind)
+		last := f.b.Events()[len(f.b.Events())-1]
+		assert.Equal(t, fakeband.EventDrop, last.Kind)
+		assert.Equal(t, "1", last.Detail)
 
 		again := dialSocket(t, f.b, f.bot.Key)
 		again.mustJoin("agent_control:" + f.bot.ID)
@@ -126,4 +129,31 @@ func TestASlowSocketNeverBlocksTheAPI(t *testing.T) {
 		}
 		assert.Len(t, f.b.Posts(f.room.ID), 500)
 	})
+}
+
+func TestCloseEndsASupersededConnectionStuckOnASilentClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := fakeband.New(fakeband.Options{})
+		bot := b.AddAgent("Bot")
+		silent, _, err := tryDial(b.HTTPClient(), b.SocketURL(), http.Header{"X-Api-Key": {bot.Key}})
+		require.NoError(t, err)
+		defer silent.CloseNow()
+		(&socketClient{t: t, ws: silent}).send("1", "agent_control:"+bot.ID, "phx_join", map[string]any{})
+		dialSocket(t, b, bot.Key) // supersedes the silent one, whose writer cannot finish
+		synctest.Wait()
+		start := time.Now()
+		require.NoError(t, b.Close())
+		assert.Zero(t, time.Since(start), "Close does not wait out the close handshake (virtual time)")
+	})
+}
+
+func TestSupersedeAndDropAreRecordedWithoutConnections(t *testing.T) {
+	f := newFixture(t)
+	f.b.Supersede(f.bot.ID)
+	f.b.DropSockets(f.bot.ID)
+	events := f.b.Events()
+	last := events[len(events)-2:]
+	assert.Equal(t, fakeband.EventSupersede, last[0].Kind)
+	assert.Equal(t, f.bot.ID, last[0].AgentID)
+	assert.Equal(t, fakeband.Event{Seq: last[1].Seq, Kind: fakeband.EventDrop, AgentID: f.bot.ID, Detail: "0"}, last[1])
 }

@@ -39,9 +39,9 @@ const (
 	EventStop      = "stop"      // an execution was stopped; Detail is the correlation id
 	EventPlay      = "play"      // an execution was resumed; Detail is the correlation id
 	EventInterrupt = "interrupt" // an interrupt was pushed; Detail is the correlation id
-	EventSupersede = "supersede" // an agent's socket was superseded; Detail is the reason
+	EventSupersede = "supersede" // an agent's sockets were superseded; Detail is the message
 	EventConnect   = "connect"   // an agent's socket connected
-	EventDrop      = "drop"      // an agent's sockets were dropped by DropSockets
+	EventDrop      = "drop"      // DropSockets ran; Detail is how many connections it closed
 )
 
 // truth is the ground-truth record. Callers hold b.mu.

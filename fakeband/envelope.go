@@ -1,0 +1,83 @@
+package fakeband
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// errorJSON is the body of every error answer but the load balancer's.
+type errorJSON struct {
+	Code      string              `json:"code"`
+	Message   string              `json:"message"`
+	RequestID string              `json:"request_id"`
+	Details   map[string][]string `json:"details,omitempty"`
+}
+
+func errorBody(e *Error, reqID string) any {
+	return map[string]errorJSON{"error": {Code: e.Code, Message: e.Message, RequestID: reqID, Details: e.Details}}
+}
+
+// writeReply renders a handler's answer in Band's envelopes.
+func writeReply(w http.ResponseWriter, rep reply, reqID string) {
+	w.Header().Set("X-Request-ID", reqID)
+	switch {
+	case rep.err != nil:
+		writeJSON(w, rep.err.Status, errorBody(rep.err, reqID))
+	case rep.data == nil:
+		w.WriteHeader(rep.status)
+	default:
+		body := map[string]any{"data": rep.data}
+		if rep.meta != nil {
+			body["metadata"] = rep.meta
+		}
+		writeJSON(w, rep.status, body)
+	}
+}
+
+// writeFailBefore answers for a FailBefore fault, as a load balancer or
+// an overloaded platform would.
+func writeFailBefore(w http.ResponseWriter, f *Fault, reqID string) {
+	w.Header().Set("X-Request-ID", reqID)
+	status := f.Status
+	if status == 0 {
+		status = http.StatusServiceUnavailable
+	}
+	if f.RetryAfter != "" {
+		w.Header().Set("Retry-After", f.RetryAfter)
+	}
+	if f.EmptyBody {
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(status)
+		return
+	}
+	e := &Error{Status: status, Code: codeForStatus(status), Message: http.StatusText(status)}
+	writeJSON(w, status, errorBody(e, reqID))
+}
+
+// codeForStatus names the error code a FailBefore answer carries.
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusTooManyRequests:
+		return "too_many_requests"
+	case http.StatusServiceUnavailable:
+		return "service_unavailable"
+	case http.StatusBadGateway:
+		return "bad_gateway"
+	case http.StatusGatewayTimeout:
+		return "gateway_timeout"
+	}
+	return "internal_server_error"
+}
+
+// writeJSON renders v; the values are the fake's own structs, so encoding
+// cannot fail, and a failed write means the client has gone.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	_ = json.NewEncoder(&buf).Encode(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
