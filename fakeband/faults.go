@@ -47,8 +47,9 @@ const (
 	// serves the request normally.
 	Delay
 	// StaleNext makes one /next serve the message most recently marked
-	// processed by that agent in that room, as a stale replica would. It
-	// only fires when there is such a message.
+	// processed by that agent in that room, as a stale replica would.
+	// When there is no such message (or the room is stopped) /next answers
+	// as usual and FaultsFired does not count it.
 	StaleNext
 )
 

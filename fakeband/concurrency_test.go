@@ -1,0 +1,67 @@
+package fakeband_test
+
+import (
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Many clients hammering one message must still see every attempt number
+// exactly once: /processing is not exclusive, but it is atomic.
+func TestConcurrentAttemptsAreNumberedOnce(t *testing.T) {
+	f := newFixture(t)
+	msg := f.say(t, "contended")
+	const workers, each = 8, 25
+	numbers := make(chan int, workers*each)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				resp, err := f.try(http.MethodPost, f.chat("/messages/"+msg+"/processing"), f.bot.Key, nil)
+				if err != nil || resp.status != http.StatusOK {
+					t.Errorf("processing: %v %d", err, resp.status)
+					return
+				}
+				numbers <- int(resp.data(t)["attempt_number"].(float64))
+			}
+		})
+	}
+	wg.Wait()
+	close(numbers)
+	var got []int
+	for n := range numbers {
+		got = append(got, n)
+	}
+	slices.Sort(got)
+	want := make([]int, workers*each)
+	for i := range want {
+		want[i] = i + 1
+	}
+	assert.Equal(t, want, got)
+	assert.Len(t, f.b.Marks(f.bot.ID, msg), workers*each)
+}
+
+func TestConcurrentPostsAreAllStoredInOneOrder(t *testing.T) {
+	f := newFixture(t)
+	const workers, each = 6, 20
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				_, err := f.b.Say(f.room.ID, f.alice.ID, "hi", f.bot.ID)
+				assert.NoError(t, err)
+				f.do(t, http.MethodGet, f.chat("/context"), f.bot.Key, nil)
+			}
+		})
+	}
+	wg.Wait()
+	posts := f.b.Posts(f.room.ID)
+	require.Len(t, posts, workers*each)
+	for i := 1; i < len(posts); i++ {
+		require.Less(t, posts[i-1].Seq, posts[i].Seq, "posts are in the global event order")
+	}
+}
