@@ -75,7 +75,12 @@ func (k *killSwitch) requests() int {
 // for it to end, and returns how many requests it made.
 func runWithKill(t *testing.T, w *world, at int, after bool) int {
 	t.Helper()
-	cfg := w.config(echo)
+	return runConfigWithKill(t, w, w.config(echo), at, after)
+}
+
+// runConfigWithKill is runWithKill for a given config.
+func runConfigWithKill(t *testing.T, w *world, cfg bandonce.Config, at int, after bool) int {
+	t.Helper()
 	ks := &killSwitch{next: w.band.HTTPClient().Transport, at: at, after: after}
 	cfg.HTTPClient = &http.Client{Transport: ks}
 	s, err := bandonce.New(cfg)

@@ -1,0 +1,102 @@
+package bandonce_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/boltledger"
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// BenchmarkMessage carries b.N first deliveries through one room of the
+// in-memory fake Band and reports the round trips each one cost (the /next
+// that served it and every mark, post and room read), the messages handled
+// per second, and the allocations per message (shell and fake together).
+func BenchmarkMessage(b *testing.B) {
+	benchmarkMessages(b, echo, func(*fakeband.Agent) bandonce.Ledger { return bandonce.NewMemoryLedger() })
+}
+
+// BenchmarkMessageDurable is BenchmarkMessage on the durable bbolt ledger,
+// with natural keys shared by pairs of messages (the second of each pair
+// is settled from the ledger without a room read), and reports the bytes
+// and fsyncs the ledger wrote per message.
+func BenchmarkMessageDurable(b *testing.B) {
+	var ledger *boltledger.Ledger
+	benchmarkMessages(b, pairedKeys, func(a *fakeband.Agent) bandonce.Ledger {
+		var err error
+		ledger, err = boltledger.Open(filepath.Join(b.TempDir(), "bench.ledger"), boltledger.Options{AgentID: a.ID})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return ledger
+	})
+	stats := ledger.Stats()
+	b.ReportMetric(float64(stats.BytesWritten)/float64(b.N), "ledger-B/msg")
+	b.ReportMetric(float64(stats.Syncs)/float64(b.N), "syncs/msg")
+	_ = ledger.Close()
+}
+
+// pairedKeys gives messages m0 and m1 one key, m2 and m3 the next, ...
+func pairedKeys(_ context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+	var n int
+	_, _ = fmt.Sscanf(m.Body(), "m%d", &n)
+	return &bandonce.Reply{Content: "ok", Mentions: []string{m.SenderID}, DedupKey: fmt.Sprint("pair-", n/2)}, nil
+}
+
+func benchmarkMessages(b *testing.B, h bandonce.Handler, ledger func(*fakeband.Agent) bandonce.Ledger) {
+	band := fakeband.New(fakeband.Options{Seed: 1})
+	defer band.Close()
+	agent, human := band.AddAgent("bench"), band.AddHuman("ada")
+	room := band.AddRoom("bench", human, agent.ID)
+	for i := range b.N {
+		if _, err := band.Say(room.ID, human.ID, fmt.Sprint("m", i), agent.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	settled := 0
+	shell, err := bandonce.New(bandonce.Config{
+		APIKey: agent.Key, BaseURL: band.BaseURL(), HTTPClient: band.HTTPClient(),
+		Handler: h, DisableSocket: true, PollInterval: time.Hour,
+		Ledger: ledger(&agent),
+		Hooks: bandonce.Hooks{Outcome: func(bandonce.Outcome) {
+			if settled++; settled == b.N {
+				close(done)
+			}
+		}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	before := band.Requests()
+	ctx, cancel := context.WithCancel(context.Background())
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	ran := make(chan error, 1)
+	go func() { ran <- shell.Run(ctx) }()
+	<-done
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cancel()
+	if err := <-ran; err != nil {
+		b.Fatal(err)
+	}
+	after := band.Requests()
+	// One /next served each message; the empty ones around the drain are
+	// idle polling, not the message's cost.
+	trips := b.N
+	for ep, n := range after {
+		switch ep {
+		case fakeband.EndpointMe, fakeband.EndpointChats, fakeband.EndpointSocket, fakeband.EndpointNext:
+		default:
+			trips += n - before[ep]
+		}
+	}
+	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/msg")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+}
