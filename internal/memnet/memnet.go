@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -104,7 +105,7 @@ func (r *recorder) response(req *http.Request) *http.Response {
 		status = http.StatusOK
 	}
 	return &http.Response{
-		Status:        http.StatusText(status),
+		Status:        fmt.Sprintf("%d %s", status, http.StatusText(status)),
 		StatusCode:    status,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
@@ -139,7 +140,7 @@ func (t *Transport) upgrade(req *http.Request, body []byte) (*http.Response, err
 			status = http.StatusSwitchingProtocols
 		}
 		return &http.Response{
-			Status:     http.StatusText(status),
+			Status:     fmt.Sprintf("%d %s", status, http.StatusText(status)),
 			StatusCode: status,
 			Proto:      "HTTP/1.1",
 			ProtoMajor: 1,
