@@ -294,3 +294,34 @@ func TestRunTwiceAtOnceIsRefused(t *testing.T) {
 		assert.NoError(t, <-done)
 	})
 }
+
+func TestMaxConcurrentRoomsCapsHandlersInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 4)
+		for _, r := range w.rooms {
+			w.say(r, "a")
+			w.say(r, "b")
+		}
+		var inFlight, peak atomic.Int32
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			time.Sleep(time.Second)
+			return echo(ctx, m)
+		})
+		cfg.MaxConcurrentRooms = 2
+		stop := w.start(cfg)
+		settle(time.Minute)
+		require.NoError(t, stop())
+		assert.EqualValues(t, 2, peak.Load(), "rooms run in parallel, up to the cap")
+		for _, r := range w.rooms {
+			assert.Len(t, w.replies(r), 2)
+		}
+	})
+}
