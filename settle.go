@@ -45,6 +45,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 	reply, ok := r.unsent[m.ID]
 	var handlerErr error
 	var abort core.Abort
+	var cause error // why the handler's context ended, if it did
 	if !ok {
 		if fetch.Err() != nil {
 			return stepIdle // shutting down: start no handler, mark nothing
@@ -56,7 +57,8 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 		}
 		reply, handlerErr = r.callHandler(hctx, m, attempt)
 		if hctx.Err() != nil {
-			abort = abortOf(context.Cause(hctx))
+			cause = context.Cause(hctx)
+			abort = abortOf(cause)
 		}
 	}
 	if handlerErr == nil && reply != nil {
@@ -75,7 +77,9 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 	case core.FateConsumeInterrupted:
 		return r.aborted(hard, m, attempt, ErrInterrupted)
 	case core.FateLeave:
-		return r.aborted(hard, m, attempt, context.Cause(hard))
+		// The handler's own cause: a stop must be reported as one, and
+		// the room told it is stopped.
+		return r.aborted(hard, m, attempt, cause)
 	case core.FatePost:
 		return r.post(hard, cy, m, attempt, reply)
 	}
