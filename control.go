@@ -69,7 +69,12 @@ func (s *Shell) applyControl(raw []byte) {
 	}
 	s.mu.Unlock()
 
-	if targets.Note != "" {
+	switch {
+	case targets.Note == "":
+	case c.Scope == core.ScopeRoom && c.RoomID == "":
+		// A malformed signal from Band, not a race with a room leaving.
+		log.Warn("bandonce: control signal applies to no room: " + targets.Note)
+	default:
 		log.Info("bandonce: control signal applies to no room: " + targets.Note)
 	}
 	for _, r := range rooms {
