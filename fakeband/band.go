@@ -16,6 +16,7 @@ type Band struct {
 
 	owner        *participant
 	participants map[string]*participant
+	people       []*participant // every participant in creation order, for listings
 	byKey        map[string]*participant
 	byHandle     map[string]*participant
 	rooms        map[string]*room
@@ -62,7 +63,7 @@ func New(opts Options) *Band {
 	b.faults.init()
 	b.sockets.init()
 	b.owner = b.addParticipantLocked("Owner", typeUser)
-	b.handler = b.routes()
+	b.handler = b.routes(opts.Admin)
 	return b
 }
 

@@ -45,15 +45,19 @@ type route struct {
 }
 
 // Handler returns the Band's http.Handler: the REST API and the socket
-// under /api/v1. Unknown paths answer a JSON 404.
+// under /api/v1, and with Options.Admin the admin API under AdminPrefix.
+// Unknown paths answer a JSON 404.
 func (b *Band) Handler() http.Handler { return b.handler }
 
-func (b *Band) routes() http.Handler {
+func (b *Band) routes(admin bool) http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range append(b.agentRoutes(), b.humanRoutes()...) {
 		mux.Handle(rt.pattern, b.api(rt))
 	}
 	b.socketRoute(mux)
+	if admin {
+		b.adminRoutes(mux)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		b.mu.Lock()
 		reqID := b.requestIDLocked()

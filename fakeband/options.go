@@ -14,6 +14,12 @@ type Options struct {
 	// Now stamps inserted_at and updated_at. Nil means a deterministic
 	// clock that starts at DefaultStart and advances one second per reading.
 	Now func() time.Time
+
+	// Admin serves the admin API (see AdminPrefix) beside the REST API, on
+	// Handler, Listen and HTTPClient alike. It has no authentication: it
+	// hands out every key, so serve it on loopback only. False (the
+	// default) leaves it out.
+	Admin bool
 }
 
 // DefaultStart is the first reading of the default clock.

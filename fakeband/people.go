@@ -56,6 +56,7 @@ func (b *Band) addParticipantLocked(name, kind string) *participant {
 		p.handle = handle + "-" + strconv.Itoa(n)
 	}
 	b.participants[p.id] = p
+	b.people = append(b.people, p)
 	b.byKey[p.key] = p
 	b.byHandle[p.handle] = p
 	return p

@@ -1,0 +1,343 @@
+package fakeband
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// AdminPrefix is where the admin API lives when Options.Admin is set. It
+// drives the Band from outside the process, as the Go methods do inside
+// it: a test harness in any language, or a person with curl, plays the
+// humans and the faults and reads the ground truth. Bodies are JSON;
+// answers are {"data": ...} or {"error": {"code", "message"}}.
+//
+//	GET    /_admin/setup      the cast: owner, humans, agents (with keys), rooms, URLs
+//	POST   /_admin/say        {"room", "text", "from"?, "mentions"?} a message, as a human
+//	POST   /_admin/stop       {"room"} stop every agent in the room (Band.StopRoom)
+//	POST   /_admin/play       {"room"} resume them (Band.PlayRoom)
+//	POST   /_admin/interrupt  {"agent"?, "room"?} (Band.Interrupt)
+//	POST   /_admin/drop       {"agent"} cut the agent's sockets (Band.DropSockets)
+//	POST   /_admin/supersede  {"agent"} supersede them (Band.Supersede)
+//	GET    /_admin/faults     the active fault rules and the fired histogram
+//	POST   /_admin/faults     {"request": [Fault...], "socket": [SocketFault...]} add rules
+//	DELETE /_admin/faults     remove every rule (Band.ClearFaults)
+//	GET    /_admin/truth      posts, deliveries, marks, executions, events, request counts
+//
+// A room is named by its id or its title; a participant by its id, name
+// or handle. say sends as the room's owner unless "from" names someone
+// else, and mentions every agent in the room but the sender unless
+// "mentions" lists whom. interrupt with an agent and no room is
+// agent-wide; with a room and no agent it reaches every agent there.
+// Faults use their JSON form (see Fault.UnmarshalJSON). Admin calls are
+// not counted in Requests and no fault touches them.
+const AdminPrefix = "/_admin"
+
+func (b *Band) adminRoutes(mux *http.ServeMux) {
+	routes := map[string]func(r *http.Request) (int, any, *Error){
+		"GET /setup":      b.adminSetup,
+		"POST /say":       b.adminSay,
+		"POST /stop":      b.adminRoomControl(true),
+		"POST /play":      b.adminRoomControl(false),
+		"POST /interrupt": b.adminInterrupt,
+		"POST /drop":      b.adminSockets(b.DropSockets),
+		"POST /supersede": b.adminSockets(b.Supersede),
+		"GET /faults":     b.adminFaults,
+		"POST /faults":    b.adminInject,
+		"DELETE /faults":  b.adminClearFaults,
+		"GET /truth":      b.adminTruth,
+	}
+	for pattern, serve := range routes {
+		method, path, _ := strings.Cut(pattern, " ")
+		mux.HandleFunc(method+" "+AdminPrefix+path, b.admin(serve))
+	}
+}
+
+// admin renders an admin handler's answer; after Close it answers 503.
+func (b *Band) admin(serve func(r *http.Request) (int, any, *Error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		closed := b.closed
+		b.mu.Unlock()
+		if closed {
+			writeAdminError(w, errClosedBand)
+			return
+		}
+		status, data, err := serve(r)
+		if err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, status, map[string]any{"data": data})
+	}
+}
+
+// writeAdminError answers in Band's error envelope, without a request id:
+// admin calls are not Band requests and must not shift their numbering.
+func writeAdminError(w http.ResponseWriter, e *Error) {
+	body := map[string]any{"code": e.Code, "message": e.Message}
+	if len(e.Details) > 0 {
+		body["details"] = e.Details
+	}
+	writeJSON(w, e.Status, map[string]any{"error": body})
+}
+
+func badRequest(msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: msg}
+}
+
+// decodeAdmin reads a JSON object body strictly: an unknown field is a
+// typo the caller should hear about, not a silently ignored option.
+func decodeAdmin(r *http.Request, v any) *Error {
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil || len(data) > maxBody {
+		return badRequest("the body could not be read or is over 1 MiB")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, ErrBadFault) {
+			return unprocessable("invalid_fault", err.Error(), "", err.Error())
+		}
+		return badRequest("invalid JSON body: " + err.Error())
+	}
+	if dec.More() {
+		return badRequest("invalid JSON body: data after the object")
+	}
+	return nil
+}
+
+type sayRequest struct {
+	Room     string   `json:"room"`
+	From     string   `json:"from"`
+	Text     string   `json:"text"`
+	Mentions []string `json:"mentions"`
+}
+
+type saidJSON struct {
+	ID         string   `json:"id"`
+	RoomID     string   `json:"room_id"`
+	Recipients []string `json:"recipients"`
+}
+
+func (b *Band) adminSay(r *http.Request) (int, any, *Error) {
+	var req sayRequest
+	if err := decodeAdmin(r, &req); err != nil {
+		return 0, nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rm, err := b.roomByRefLocked(req.Room)
+	if err != nil {
+		return 0, nil, err
+	}
+	sender, err := b.senderLocked(rm, req.From)
+	if err != nil {
+		return 0, nil, err
+	}
+	in, err := b.mentionsLocked(rm, sender, req.Mentions)
+	if err != nil {
+		return 0, nil, err
+	}
+	m, err := b.postLocked(rm.id, sender, &req.Text, in)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, saidJSON{ID: m.id, RoomID: rm.id, Recipients: append([]string{}, m.recipients...)}, nil
+}
+
+// senderLocked is who an admin say speaks as: the named participant, or
+// the room's owner.
+func (b *Band) senderLocked(r *room, ref string) (*participant, *Error) {
+	if ref != "" {
+		return b.participantByRefLocked(ref)
+	}
+	if r.ownerID == "" {
+		return nil, unprocessable("validation_error", "the room has no owner: name the sender in from", "/from", "is required")
+	}
+	return b.participants[r.ownerID], nil
+}
+
+// mentionsLocked resolves the named mentions, or defaults to every agent
+// in the room but the sender.
+func (b *Band) mentionsLocked(r *room, sender *participant, refs []string) ([]mentionIn, *Error) {
+	var out []mentionIn
+	if len(refs) == 0 {
+		for _, id := range r.order {
+			if p := b.participants[id]; p.isAgent() && p != sender {
+				out = append(out, mentionIn{ID: id})
+			}
+		}
+		return out, nil
+	}
+	for _, ref := range refs {
+		p, err := b.participantByRefLocked(ref)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, mentionIn{ID: p.id})
+	}
+	return out, nil
+}
+
+type roomRequest struct {
+	Room string `json:"room"`
+}
+
+type roomControlledJSON struct {
+	RoomID   string   `json:"room_id"`
+	Mode     string   `json:"mode"`
+	AgentIDs []string `json:"agent_ids"`
+}
+
+func (b *Band) adminRoomControl(stop bool) func(r *http.Request) (int, any, *Error) {
+	return func(r *http.Request) (int, any, *Error) {
+		var req roomRequest
+		if err := decodeAdmin(r, &req); err != nil {
+			return 0, nil, err
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		rm, err := b.roomByRefLocked(req.Room)
+		if err != nil {
+			return 0, nil, err
+		}
+		mode := modePlay
+		if stop {
+			mode = modeStop
+		}
+		return http.StatusOK, roomControlledJSON{RoomID: rm.id, Mode: mode, AgentIDs: b.setRoomStoppedLocked(rm, stop)}, nil
+	}
+}
+
+type agentRequest struct {
+	Agent string `json:"agent"`
+	Room  string `json:"room"`
+}
+
+type interruptedJSON struct {
+	AgentIDs []string `json:"agent_ids"`
+	RoomID   *string  `json:"room_id"` // null: agent-wide
+}
+
+func (b *Band) adminInterrupt(r *http.Request) (int, any, *Error) {
+	var req agentRequest
+	if err := decodeAdmin(r, &req); err != nil {
+		return 0, nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if req.Agent == "" && req.Room == "" {
+		return 0, nil, unprocessable("validation_error", "name an agent, a room, or both", "/agent", "is required without room")
+	}
+	var agents []*participant
+	if req.Agent != "" {
+		p, err := b.agentByRefLocked(req.Agent)
+		if err != nil {
+			return 0, nil, err
+		}
+		agents = append(agents, p)
+	}
+	out := interruptedJSON{AgentIDs: []string{}}
+	if req.Room == "" {
+		b.pushControlLocked(EventInterrupt, controlJSON{Mode: modeInterrupt, Scope: scopeAgent, AgentID: agents[0].id})
+		out.AgentIDs = append(out.AgentIDs, agents[0].id)
+		return http.StatusOK, out, nil
+	}
+	rm, err := b.roomByRefLocked(req.Room)
+	if err != nil {
+		return 0, nil, err
+	}
+	if agents == nil {
+		for _, id := range rm.order {
+			if p := b.participants[id]; p.isAgent() {
+				agents = append(agents, p)
+			}
+		}
+	}
+	for _, p := range agents {
+		if !rm.has(p.id) {
+			return 0, nil, notFound("agent " + p.name + " in room " + rm.title)
+		}
+	}
+	for _, p := range agents {
+		e := b.executions[pairKey{p.id, rm.id}]
+		b.pushControlLocked(EventInterrupt, controlJSON{Mode: modeInterrupt, Scope: scopeRoom, AgentID: p.id, RoomID: &rm.id, ExecutionID: &e.id})
+		out.AgentIDs = append(out.AgentIDs, p.id)
+	}
+	out.RoomID = &rm.id
+	return http.StatusOK, out, nil
+}
+
+// adminSockets resolves the agent and hands it to act, which takes the
+// lock itself.
+func (b *Band) adminSockets(act func(agentID string)) func(r *http.Request) (int, any, *Error) {
+	return func(r *http.Request) (int, any, *Error) {
+		var req struct {
+			Agent string `json:"agent"`
+		}
+		if err := decodeAdmin(r, &req); err != nil {
+			return 0, nil, err
+		}
+		b.mu.Lock()
+		p, err := b.agentByRefLocked(req.Agent)
+		b.mu.Unlock()
+		if err != nil {
+			return 0, nil, err
+		}
+		act(p.id)
+		return http.StatusOK, map[string]string{"agent_id": p.id}, nil
+	}
+}
+
+type faultsJSON struct {
+	Request []Fault        `json:"request"`
+	Socket  []SocketFault  `json:"socket"`
+	Fired   map[string]int `json:"fired"`
+}
+
+func (b *Band) faultsLocked() faultsJSON {
+	out := faultsJSON{Request: []Fault{}, Socket: []SocketFault{}, Fired: map[string]int{}}
+	for _, r := range b.faults.rules {
+		out.Request = append(out.Request, r.Fault)
+	}
+	for _, r := range b.faults.socket {
+		out.Socket = append(out.Socket, r.SocketFault)
+	}
+	for k, v := range b.faults.fired {
+		out.Fired[k] = v
+	}
+	return out
+}
+
+func (b *Band) adminFaults(*http.Request) (int, any, *Error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return http.StatusOK, b.faultsLocked(), nil
+}
+
+func (b *Band) adminInject(r *http.Request) (int, any, *Error) {
+	var plan FaultPlan
+	if err := decodeAdmin(r, &plan); err != nil {
+		return 0, nil, err
+	}
+	if len(plan.Request) == 0 && len(plan.Socket) == 0 {
+		return 0, nil, badRequest(`the plan is empty: give {"request": [...]} or {"socket": [...]}`)
+	}
+	if err := b.InjectPlan(plan); err != nil {
+		return 0, nil, unprocessable("invalid_fault", err.Error(), "", err.Error())
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return http.StatusOK, b.faultsLocked(), nil
+}
+
+func (b *Band) adminClearFaults(*http.Request) (int, any, *Error) {
+	b.ClearFaults()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return http.StatusOK, b.faultsLocked(), nil
+}

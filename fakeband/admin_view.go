@@ -1,0 +1,192 @@
+package fakeband
+
+import (
+	"net/http"
+	"slices"
+)
+
+// What the admin API reads back: the cast (setup) and the ground truth.
+// Both are taken under one lock, so each is a consistent snapshot.
+
+type personJSON struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Handle string `json:"handle"`
+	Type   string `json:"type"`
+	APIKey string `json:"api_key"`
+}
+
+type memberJSON struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Role string `json:"role"`
+}
+
+type roomSetupJSON struct {
+	ID      string       `json:"id"`
+	Title   string       `json:"title"`
+	OwnerID string       `json:"owner_id"`
+	Members []memberJSON `json:"members"`
+}
+
+type setupJSON struct {
+	RESTURL   string          `json:"rest_url"`
+	SocketURL string          `json:"socket_url"`
+	AdminURL  string          `json:"admin_url"`
+	Owner     personJSON      `json:"owner"`
+	Humans    []personJSON    `json:"humans"`
+	Agents    []personJSON    `json:"agents"`
+	Rooms     []roomSetupJSON `json:"rooms"`
+}
+
+func personOf(p *participant) personJSON {
+	return personJSON{ID: p.id, Name: p.name, Handle: p.handle, Type: p.kind, APIKey: p.key}
+}
+
+// adminSetup lists who is here. The URLs are the ones the caller reached
+// the admin API through, so they work from where the caller stands.
+func (b *Band) adminSetup(r *http.Request) (int, any, *Error) {
+	root := "http://" + r.Host
+	out := setupJSON{
+		RESTURL:   root + APIPrefix,
+		SocketURL: "ws://" + r.Host + APIPrefix + "/socket/websocket",
+		AdminURL:  root + AdminPrefix,
+		Humans:    []personJSON{},
+		Agents:    []personJSON{},
+		Rooms:     []roomSetupJSON{},
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out.Owner = personOf(b.owner)
+	for _, p := range b.people {
+		switch {
+		case p == b.owner:
+		case p.isAgent():
+			out.Agents = append(out.Agents, personOf(p))
+		default:
+			out.Humans = append(out.Humans, personOf(p))
+		}
+	}
+	for _, id := range b.roomOrder {
+		rm := b.rooms[id]
+		rs := roomSetupJSON{ID: rm.id, Title: rm.title, OwnerID: rm.ownerID, Members: []memberJSON{}}
+		for _, pid := range rm.order {
+			p := b.participants[pid]
+			rs.Members = append(rs.Members, memberJSON{ID: p.id, Name: p.name, Type: p.kind, Role: rm.roles[pid]})
+		}
+		out.Rooms = append(out.Rooms, rs)
+	}
+	return http.StatusOK, out, nil
+}
+
+type postJSON struct {
+	Seq        int      `json:"seq"`
+	ID         string   `json:"id"`
+	SenderID   string   `json:"sender_id"`
+	SenderType string   `json:"sender_type"`
+	Content    string   `json:"content"`
+	Mentions   []string `json:"mentions"`
+}
+
+type roomTruthJSON struct {
+	ID    string     `json:"id"`
+	Title string     `json:"title"`
+	Posts []postJSON `json:"posts"`
+}
+
+type deliveryJSON struct {
+	RecipientID string `json:"recipient_id"`
+	RoomID      string `json:"room_id"`
+	MessageID   string `json:"message_id"`
+	Status      string `json:"status"`
+	Attempts    int    `json:"attempts"`
+}
+
+type executionTruthJSON struct {
+	ID      string `json:"id"`
+	AgentID string `json:"agent_id"`
+	RoomID  string `json:"room_id"`
+	Stopped bool   `json:"stopped"`
+}
+
+// markTruthJSON is Mark with JSON names; the conversion keeps them in step.
+type markTruthJSON struct {
+	Seq       int    `json:"seq"`
+	AgentID   string `json:"agent_id"`
+	RoomID    string `json:"room_id"`
+	MessageID string `json:"message_id"`
+	Kind      string `json:"kind"`
+	Attempt   int    `json:"attempt"`
+	Error     string `json:"error,omitempty"`
+}
+
+// eventJSON is Event with JSON names; the conversion keeps them in step.
+type eventJSON struct {
+	Seq       int    `json:"seq"`
+	Kind      string `json:"kind"`
+	AgentID   string `json:"agent_id,omitempty"`
+	RoomID    string `json:"room_id,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
+	Detail    string `json:"detail,omitempty"`
+}
+
+type truthJSON struct {
+	Rooms       []roomTruthJSON      `json:"rooms"`
+	Deliveries  []deliveryJSON       `json:"deliveries"`
+	Executions  []executionTruthJSON `json:"executions"`
+	Marks       []markTruthJSON      `json:"marks"`
+	Events      []eventJSON          `json:"events"`
+	Requests    map[Endpoint]int     `json:"requests"`
+	FaultsFired map[string]int       `json:"faults_fired"`
+}
+
+// adminTruth is the ground truth: every post, the final delivery status
+// of every message for every recipient, the executions' stop state, every
+// mark and event in the global order, and the request counts.
+func (b *Band) adminTruth(*http.Request) (int, any, *Error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := truthJSON{
+		Rooms: []roomTruthJSON{}, Deliveries: []deliveryJSON{}, Executions: []executionTruthJSON{},
+		Marks: []markTruthJSON{}, Events: []eventJSON{},
+		Requests: map[Endpoint]int{}, FaultsFired: b.faultsLocked().Fired,
+	}
+	for k, v := range b.truth.reqs {
+		out.Requests[k] = v
+	}
+	for _, id := range b.roomOrder {
+		rm := b.rooms[id]
+		rt := roomTruthJSON{ID: rm.id, Title: rm.title, Posts: []postJSON{}}
+		for _, p := range b.truth.posts[rm.id] {
+			rt.Posts = append(rt.Posts, postJSON{
+				Seq: p.Seq, ID: p.ID, SenderID: p.SenderID, SenderType: p.SenderType,
+				Content: p.Content, Mentions: append([]string{}, p.Mentions...),
+			})
+		}
+		out.Rooms = append(out.Rooms, rt)
+		for _, m := range rm.messages {
+			for _, rid := range m.recipients {
+				d := b.deliveries[deliveryKey{rid, m.id}]
+				out.Deliveries = append(out.Deliveries, deliveryJSON{
+					RecipientID: rid, RoomID: rm.id, MessageID: m.id, Status: d.status, Attempts: d.attempts,
+				})
+			}
+		}
+		for _, pid := range rm.order {
+			if e := b.executions[pairKey{pid, rm.id}]; e != nil {
+				out.Executions = append(out.Executions, executionTruthJSON{ID: e.id, AgentID: pid, RoomID: rm.id, Stopped: e.stopped})
+			}
+		}
+	}
+	for _, marks := range b.truth.marks {
+		for _, m := range marks {
+			out.Marks = append(out.Marks, markTruthJSON(m))
+		}
+	}
+	slices.SortFunc(out.Marks, func(a, b markTruthJSON) int { return a.Seq - b.Seq })
+	for _, e := range b.truth.events {
+		out.Events = append(out.Events, eventJSON(e))
+	}
+	return http.StatusOK, out, nil
+}
