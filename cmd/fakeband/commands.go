@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// command is one sub-command: its flags, and the admin call they make.
+type command struct {
+	summary string
+	flags   func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error)
+}
+
+// adminCall is one request to the admin API. body nil means none.
+type adminCall struct {
+	method, path string
+	body         any
+}
+
+var commands = map[string]command{
+	"setup":        {"print who is here, with keys", get("/setup")},
+	"faults":       {"print the active fault rules and how often each kind fired", get("/faults")},
+	"truth":        {"print the ground truth", get("/truth")},
+	"clear-faults": {"remove every fault rule", simple(http.MethodDelete, "/faults")},
+	"say":          {"post a message as a human", sayFlags},
+	"stop":         {"stop every agent in a room", roomFlags("/stop")},
+	"play":         {"resume every agent in a room", roomFlags("/play")},
+	"interrupt":    {"interrupt an agent (agent-wide), or the agents of a room", interruptFlags},
+	"drop":         {"cut an agent's sockets, as a network failure would", agentFlags("/drop")},
+	"supersede":    {"supersede an agent's sockets", agentFlags("/supersede")},
+	"fault":        {"add a fault rule", faultFlags},
+}
+
+// run parses the command line, makes the call and prints the answer's
+// data as indented JSON.
+func (c command) run(ctx context.Context, name string, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fakeband "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "fakeband %s: %s\n\nflags:\n", name, c.summary)
+		fs.PrintDefaults()
+	}
+	url := fs.String("url", getenv("FAKEBAND_URL"), "the running fakeband's `root` URL (default $FAKEBAND_URL)")
+	build := c.flags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	call, err := build(fs)
+	if err == nil && *url == "" {
+		err = errors.New("no server: pass -url or set FAKEBAND_URL (fakeband prints it when it starts)")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "fakeband %s: %v\n", name, err)
+		return exitUsage
+	}
+	data, err := do(ctx, strings.TrimSuffix(*url, "/"), call)
+	if err != nil {
+		fmt.Fprintf(stderr, "fakeband %s: %v\n", name, err)
+		return exitError
+	}
+	var out bytes.Buffer
+	if json.Indent(&out, data, "", "  ") != nil {
+		out.Reset()
+		out.Write(data)
+	}
+	out.WriteByte('\n')
+	_, _ = stdout.Write(out.Bytes())
+	return exitOK
+}
+
+// adminError is the error envelope of the admin API.
+type adminError struct {
+	Status  int
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *adminError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// do makes the call and returns the "data" of the answer, or the error
+// the server gave.
+func do(ctx context.Context, root string, call adminCall) (json.RawMessage, error) {
+	var body io.Reader
+	if call.body != nil {
+		data, err := json.Marshal(call.body)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(data)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, call.method, root+fakeband.AdminPrefix+call.path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// One request per run: a kept-alive connection would only linger.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("is fakeband running at %s? %w", root, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, err
+	}
+	var env struct {
+		Data  json.RawMessage `json:"data"`
+		Error *adminError     `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return nil, fmt.Errorf("%s answered %d with no admin API envelope (is it a fakeband?): %.200s", root, resp.StatusCode, raw)
+	}
+	if env.Error != nil {
+		env.Error.Status = resp.StatusCode
+		return nil, env.Error
+	}
+	return env.Data, nil
+}
+
+func simple(method, path string) func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+	return func(*flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+		return func(fs *flag.FlagSet) (adminCall, error) {
+			if fs.NArg() > 0 {
+				return adminCall{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+			}
+			return adminCall{method: method, path: path}, nil
+		}
+	}
+}
+
+func get(path string) func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+	return simple(http.MethodGet, path)
+}
+
+// listFlag collects a repeatable flag; each value may also be a comma list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l = append(*l, v)
+		}
+	}
+	return nil
+}
+
+func sayFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+	room := fs.String("room", "", "the room's id or title (required)")
+	from := fs.String("from", "", "the sender's id, name or handle (default: the room's owner)")
+	text := fs.String("text", "", "the message (default: the arguments after the flags)")
+	var mentions listFlag
+	fs.Var(&mentions, "mention", "whom to mention, by id, name or handle; repeatable (default: every agent in the room)")
+	return func(fs *flag.FlagSet) (adminCall, error) {
+		msg := *text
+		if msg == "" {
+			msg = strings.Join(fs.Args(), " ")
+		} else if fs.NArg() > 0 {
+			return adminCall{}, fmt.Errorf("give the text with -text or as arguments, not both")
+		}
+		if *room == "" || strings.TrimSpace(msg) == "" {
+			return adminCall{}, errors.New("say needs -room and a text, e.g. fakeband say -room demo hello")
+		}
+		body := map[string]any{"room": *room, "text": msg}
+		if *from != "" {
+			body["from"] = *from
+		}
+		if len(mentions) > 0 {
+			body["mentions"] = []string(mentions)
+		}
+		return adminCall{method: http.MethodPost, path: "/say", body: body}, nil
+	}
+}
+
+func roomFlags(path string) func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+	return func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+		room := fs.String("room", "", "the room's id or title (required)")
+		return func(fs *flag.FlagSet) (adminCall, error) {
+			if *room == "" || fs.NArg() > 0 {
+				return adminCall{}, errors.New("needs -room R and nothing else")
+			}
+			return adminCall{method: http.MethodPost, path: path, body: map[string]string{"room": *room}}, nil
+		}
+	}
+}
+
+func agentFlags(path string) func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+	return func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+		agent := fs.String("agent", "", "the agent's id, name or handle (required)")
+		return func(fs *flag.FlagSet) (adminCall, error) {
+			if *agent == "" || fs.NArg() > 0 {
+				return adminCall{}, errors.New("needs -agent A and nothing else")
+			}
+			return adminCall{method: http.MethodPost, path: path, body: map[string]string{"agent": *agent}}, nil
+		}
+	}
+}
+
+func interruptFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+	agent := fs.String("agent", "", "the agent's id, name or handle; without -room the interrupt is agent-wide")
+	room := fs.String("room", "", "the room's id or title; without -agent every agent in it is interrupted")
+	return func(fs *flag.FlagSet) (adminCall, error) {
+		if (*agent == "" && *room == "") || fs.NArg() > 0 {
+			return adminCall{}, errors.New("needs -agent A, -room R, or both")
+		}
+		body := map[string]string{}
+		if *agent != "" {
+			body["agent"] = *agent
+		}
+		if *room != "" {
+			body["room"] = *room
+		}
+		return adminCall{method: http.MethodPost, path: "/interrupt", body: body}, nil
+	}
+}
