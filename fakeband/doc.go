@@ -41,6 +41,11 @@
 //   - Only joined topics get pushes; pushes to an agent with no socket are
 //     lost, as Band's are (the durable queue is /next).
 //
+// Outside Go tests, cmd/fakeband serves a Band over loopback TCP for
+// agents in any language: a Scenario file sets up the cast, and the admin
+// API (Options.Admin, AdminPrefix) lets a harness or curl play the humans,
+// inject faults in their JSON form (FaultPlan) and read the ground truth.
+//
 // Everything is deterministic for a given Options.Seed and sequence of
 // calls: ids come from a seeded counter, timestamps from a clock that
 // advances one second per reading, and probabilistic faults from a seeded
