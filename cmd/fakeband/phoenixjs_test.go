@@ -22,6 +22,9 @@ const phoenixJSDir = "testdata/phoenixjs"
 // agent_control:{agent_id}, receives agent.control pushes and
 // message_created, survives heartbeat cycles and leaves.
 func TestOfficialPhoenixJSClientSpeaksToFakeband(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs fakeband and node as processes")
+	}
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not on PATH, so the socket was NOT checked against the official phoenix JavaScript client")
