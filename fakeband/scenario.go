@@ -205,7 +205,6 @@ func (s *Scenario) Validate() error {
 type scenarioCheck struct {
 	s     *Scenario
 	kinds map[string]string // lower-cased name -> "human" or "agent"
-	names map[string]string // lower-cased name -> name as declared
 	rooms map[string]*ScenarioRoom
 	errs  []error
 }
@@ -215,7 +214,6 @@ func (v *scenarioCheck) fail(path, problem string, err error) {
 }
 
 func (v *scenarioCheck) participants() {
-	v.names = map[string]string{strings.ToLower(OperatorName): OperatorName}
 	v.kinds[strings.ToLower(OperatorName)] = "human"
 	add := func(path, name, kind string) {
 		key := strings.ToLower(name)
@@ -227,7 +225,7 @@ func (v *scenarioCheck) participants() {
 		case v.kinds[key] != "":
 			v.fail(path+".name", fmt.Sprintf("%q is already the name of a %s (names are case-insensitive)", name, v.kinds[key]), nil)
 		default:
-			v.kinds[key], v.names[key] = kind, name
+			v.kinds[key] = kind
 		}
 	}
 	for i, h := range v.s.Humans {

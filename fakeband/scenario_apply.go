@@ -22,9 +22,10 @@ type CastRoom struct {
 }
 
 // Apply validates the scenario and creates it on b: its humans, agents
-// and rooms, then its script and its faults. The scenario's names must
-// not clash with participants b already has only in the sense that
-// handles get a numeric suffix; ids and keys come from b.
+// and rooms, then its script and its faults. It adds to whatever b has
+// already (a handle already taken gets a numeric suffix). Ids and keys
+// come from b's seed: apply to New(Options{Seed: s.Seed}) for the
+// scenario's reproducible keys.
 func (s *Scenario) Apply(b *Band) (*Cast, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err

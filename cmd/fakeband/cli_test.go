@@ -278,3 +278,10 @@ func TestShellQuote(t *testing.T) {
 	assert.Equal(t, `'ada'\''s'`, shellQuote("ada's"))
 	assert.Equal(t, "''", shellQuote(""))
 }
+
+func TestServeHelp(t *testing.T) {
+	r := runCommand("", "serve", "-h")
+	assert.Equal(t, exitOK, r.code)
+	assert.Contains(t, r.stderr, "-scenario file")
+	assert.Empty(t, r.stdout)
+}

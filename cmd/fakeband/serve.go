@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,6 +22,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	scenarioPath := fs.String("scenario", "", "scenario `file` (JSON, see fakeband.Scenario); empty serves the ready-made one")
 	seed := fs.Int64("seed", 0, "seed for ids and keys, overriding the scenario's")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
