@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 	"time"
 )
@@ -210,8 +211,12 @@ func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, ErrBadFault) {
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.Is(err, ErrBadFault):
 			return err
+		case errors.As(err, &typ):
+			return fmt.Errorf("%w: %s", ErrBadFault, describeTypeError(typ, "the fault"))
 		}
 		return fmt.Errorf("%w: %v", ErrBadFault, err)
 	}
@@ -219,6 +224,31 @@ func decodeStrict(data []byte, v any) error {
 		return fmt.Errorf("%w: data after the fault object", ErrBadFault)
 	}
 	return nil
+}
+
+// describeTypeError says, in JSON's terms rather than Go's, what a field
+// should have been; whole names the value when the field is the top.
+func describeTypeError(e *json.UnmarshalTypeError, whole string) string {
+	field := e.Field
+	if field == "" {
+		field = whole
+	}
+	want := "a " + e.Type.Kind().String()
+	switch e.Type.Kind() {
+	case reflect.Struct, reflect.Map:
+		want = "an object"
+	case reflect.Slice, reflect.Array:
+		want = "a list"
+	case reflect.String:
+		want = "a string"
+	case reflect.Bool:
+		want = "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		want = "a whole number"
+	case reflect.Float32, reflect.Float64:
+		want = "a number"
+	}
+	return fmt.Sprintf("%s must be %s, not %s", field, want, e.Value)
 }
 
 func parseDelay(s string) (time.Duration, error) {

@@ -164,9 +164,9 @@ func describeJSONError(data []byte, err error) string {
 		line, col := lineCol(data, syn.Offset-1) // Offset is just past the bad byte
 		return fmt.Sprintf("invalid JSON at line %d, column %d: %v", line, col, syn)
 	case errors.As(err, &typ):
-		line, col := lineCol(data, typ.Offset-1)            // the value's last byte
-		field := strings.TrimPrefix(typ.Field, "Scenario.") // the embedding in ParseScenario
-		return fmt.Sprintf("line %d, column %d: %s must be %s, not %s", line, col, field, typ.Type, typ.Value)
+		line, col := lineCol(data, typ.Offset-1)               // the value's last byte
+		typ.Field = strings.TrimPrefix(typ.Field, "Scenario.") // the embedding in ParseScenario
+		return fmt.Sprintf("line %d, column %d: %s", line, col, describeTypeError(typ, "the scenario"))
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "the file ends before the scenario object does"
 	}

@@ -142,7 +142,11 @@ func TestScenarioErrorsSayWhereAndWhat(t *testing.T) {
 		"syntax": {"{\n  \"agents\": [\n    {\"name\": \"a\"},\n  ]\n}", []string{
 			"scenario: invalid JSON at line 4, column 3: invalid character ']' looking for beginning of value",
 		}},
-		"wrong type":    {`{"seed": "seven", "agents": [{"name": "a"}]}`, []string{"scenario: line 1, column 16: seed must be int64, not string"}},
+		"wrong type":    {`{"seed": "seven", "agents": [{"name": "a"}]}`, []string{"scenario: line 1, column 16: seed must be a whole number, not string"}},
+		"not an object": {`[]`, []string{"scenario: line 1, column 1: the scenario must be an object, not array"}},
+		"a fault not an object": {`{"agents": [{"name": "a"}], "faults": {"request": [5]}}`, []string{
+			"scenario: faults.request[0]: the fault must be an object, not number",
+		}},
 		"truncated":     {`{"agents": [`, []string{"scenario: the file ends before the scenario object does"}},
 		"trailing data": {`{"agents": [{"name": "a"}]} {}`, []string{"scenario: data after the scenario object"}},
 	} {
