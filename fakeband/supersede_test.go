@@ -68,6 +68,9 @@ func TestSupersedeOfAConnectionThatDidNotJoinJustCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t)
 		first := dialSocket(t, f.b, f.bot.Key)
+		// The client sees the upgrade before the server registers the
+		// connection; let that finish, or the second may register first.
+		synctest.Wait()
 		dialSocket(t, f.b, f.bot.Key)
 		synctest.Wait()
 		frames, closed := first.pending()
