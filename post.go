@@ -78,7 +78,7 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 		case isAPI && (apiErr.Status == http.StatusNotFound || apiErr.Status == http.StatusUnauthorized):
 			return r.failed("POST messages", err)
 		case isAPI && !apiErr.Transient():
-			refused := Permanent(fmt.Errorf("Band refused the reply: %w", err))
+			refused := Permanent(fmt.Errorf("reply refused by Band: %w", err))
 			r.charge(m.ID, refused)
 			return r.deadLetter(ctx, m, refused)
 		case ctx.Err() != nil:

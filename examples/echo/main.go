@@ -77,7 +77,7 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer, logger 
 	err = shell.Run(ctx)
 	switch {
 	case errors.Is(err, bandonce.ErrUnauthorized):
-		return fmt.Errorf("Band rejected BAND_API_KEY; check that it is this agent's key: %w", err)
+		return fmt.Errorf("the API key in BAND_API_KEY was rejected by Band; check that it is this agent's key: %w", err)
 	case errors.Is(err, bandonce.ErrSuperseded):
 		return errors.New("another connection of this agent took over; this one stops (run one echo per agent)")
 	case err != nil:

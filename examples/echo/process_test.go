@@ -154,5 +154,5 @@ func TestEchoProcessExitsNonZeroOnARejectedKey(t *testing.T) {
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)
 	assert.Equal(t, 1, exit.ExitCode())
-	assert.Contains(t, p.stderr.String(), "Band rejected BAND_API_KEY")
+	assert.Contains(t, p.stderr.String(), "BAND_API_KEY was rejected")
 }
