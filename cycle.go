@@ -58,6 +58,14 @@ func (c *roomControl) requestProbe() {
 	c.poke()
 }
 
+// reprobe keeps a probe owed after it failed to get an answer. Unlike
+// requestProbe it does not wake the room: the room's backoff paces it.
+func (c *roomControl) reprobe() {
+	c.mu.Lock()
+	c.probe = true
+	c.mu.Unlock()
+}
+
 // end closes the cycle; later signals find nothing in flight.
 func (c *roomControl) end(cy *cycle) {
 	c.mu.Lock()

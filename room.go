@@ -121,6 +121,11 @@ func (r *room) round(fetch, hard context.Context) step {
 	defer r.ctl.end(cy)
 	m, err := r.s.api.Next(fetch, r.id)
 	if err != nil {
+		if cy.probe {
+			// Without an answer the probe is still owed: dropping it would
+			// leave a room whose play was lost deaf until the next reconnect.
+			r.ctl.reprobe()
+		}
 		return r.failed("GET next", err)
 	}
 	if m == nil {
