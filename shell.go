@@ -139,14 +139,28 @@ func (s *Shell) start(ctx context.Context) error {
 			ids = append(ids, c.ID)
 		}
 	}
+	if !s.cfg.DisableSocket {
+		// Connect before any handler can start, so that a signal sent
+		// the moment work begins finds its handler in place.
+		connected := s.startSocket(ctx, me.ID)
+		wait := time.NewTimer(socketStartWait)
+		select {
+		case <-connected:
+		case <-ctx.Done():
+		case <-wait.C:
+			s.log.Warn("bandonce: socket not connected yet; serving by polling until it is")
+		}
+		wait.Stop()
+	}
 	for _, id := range ids {
 		s.addRoom(id)
 	}
-	if !s.cfg.DisableSocket {
-		s.startSocket(ctx, me.ID)
-	}
 	return nil
 }
+
+// socketStartWait bounds how long Run waits for the socket before serving
+// rooms without it; the socket keeps trying in the background.
+const socketStartWait = 5 * time.Second
 
 // retryUntil repeats a start-up call through outages, with backoff, until
 // it succeeds, ctx ends, or Band gives a final answer. A rejected key is

@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 
 	"github.com/band-once/bandonce/internal/phoenix"
 )
 
 // startSocket connects the Phoenix socket for pushes. The control topic
 // is registered first, before the socket connects, so no signal can
-// arrive before its handler is in place.
-func (s *Shell) startSocket(ctx context.Context, agentID string) {
+// arrive before its handler is in place. The returned channel is closed
+// once the first connection has joined its topics.
+func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{} {
+	connected := make(chan struct{})
+	var once sync.Once
 	upgrade := *s.cfg.HTTPClient
 	upgrade.Timeout = 0 // the socket is long-lived; the dial bounds itself
 	sock := phoenix.New(phoenix.Config{
@@ -25,6 +29,7 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) {
 		OnConnected: func() {
 			s.socketUp.Store(true)
 			s.catchUp()
+			once.Do(func() { close(connected) })
 		},
 		OnDisconnected: func(err error) {
 			s.socketUp.Store(false)
@@ -61,6 +66,7 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) {
 			s.log.Error("bandonce: socket gave up; serving by polling only", "err", err)
 		}
 	}()
+	return connected
 }
 
 // catchUp runs after every (re)connect: pushes sent while the socket was
