@@ -104,7 +104,7 @@ func TestAHandlerErrorCausedByASignalIsNotAFailure(t *testing.T) {
 				cfg := w.socketConfig(h)
 				cfg.MaxAttempts = 1
 				cfg.Hooks.Outcome = out.add
-				stop := w.start(cfg)
+				stop := startOnce(w, cfg)
 				time.Sleep(time.Second)
 				if mode == "interrupt" {
 					require.NoError(t, w.band.Interrupt(w.agent.ID, room.ID))

@@ -248,7 +248,7 @@ func TestAnAgentWideSignalReachesEveryRoomWhateverOneRoomIsDoing(t *testing.T) {
 			return nil, ctx.Err()
 		}
 		ids := []string{w.say(w.rooms[0], "stuck"), w.say(w.rooms[2], "fine")}
-		stop := w.start(w.socketConfig(h))
+		stop := startOnce(w, w.socketConfig(h))
 		time.Sleep(time.Second)
 		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointNext, Nth: 1, Kind: fakeband.Delay, Delay: time.Hour})
 		hung := w.say(w.rooms[1], "behind a hung /next")

@@ -311,8 +311,24 @@ func (r *rig) run(tweak func(*bandonce.Config)) (stop func() error) {
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	stop = r.start(cfg)
+	stop = startOnce(r.world, cfg)
 	time.Sleep(time.Second)
+	return stop
+}
+
+// startOnce starts a shell like world.start, and also stops it when the
+// test ends, so that a failed require inside a synctest bubble reports
+// the failure instead of leaving the bubble deadlocked on a running
+// shell. The returned stop may be called before that; it runs once.
+func startOnce(w *world, cfg bandonce.Config) (stop func() error) {
+	var once sync.Once
+	var err error
+	run := w.start(cfg)
+	stop = func() error {
+		once.Do(func() { err = run() })
+		return err
+	}
+	w.t.Cleanup(func() { _ = stop() })
 	return stop
 }
 

@@ -25,7 +25,7 @@ func TestAThousandSocketDropsLoseNoMessageAndLeakNoGoroutine(t *testing.T) {
 		out := &outcomes{}
 		cfg := w.socketConfig(h.handle)
 		cfg.Hooks.Outcome = out.add
-		stop := w.start(cfg)
+		stop := startOnce(w, cfg)
 		time.Sleep(time.Second)
 		synctest.Wait()
 		baseline := runtime.NumGoroutine()
