@@ -1,0 +1,126 @@
+package proof
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// Env is what one life of an agent gets. A kill ends the life: its
+// HTTPClient fails every request from then on, its sockets drop, and its
+// External refuses further effects, as a crashed process would.
+type Env struct {
+	// HTTPClient reaches the fake Band through the engine's gate. Use it
+	// for REST and for the socket upgrade.
+	HTTPClient *http.Client
+	// BaseURL and SocketURL are the fake's REST root and socket endpoint.
+	BaseURL, SocketURL string
+	// APIKey and AgentID identify the agent.
+	APIKey, AgentID string
+	// External is the side-effect double; its records survive kills.
+	External *External
+	// Life numbers this life from 1; it changes at every kill.
+	Life int
+	// Seed is a per-life seed for the agent's own randomness (jitter),
+	// derived from the schedule's seed so runs replay.
+	Seed uint64
+}
+
+// Agent runs one life until ctx ends, then returns. It must return soon
+// after ctx ends; an agent that does not is a violation.
+type Agent func(ctx context.Context, env Env) error
+
+// Factory builds a fresh Agent for every life, so a kill forgets
+// everything the agent kept in memory.
+type Factory func() Agent
+
+// ErrLifeEnded is what External returns to a life that was killed: a dead
+// process performs no effects.
+var ErrLifeEnded = errors.New("proof: this life of the agent was killed")
+
+// External is an agent's window onto the world outside Band: a record of
+// handler starts and a counter of side effects by natural key. The
+// records survive kills; each life gets its own External, which goes dead
+// when the life is killed.
+type External struct {
+	world *externalWorld
+	life  int
+	dead  atomic.Bool
+}
+
+// HandlerStart is one recorded start of a handler.
+type HandlerStart struct {
+	Life            int
+	Room, MessageID string
+	// Seq is the fake Band's event sequence number when the handler
+	// started: it began after every event with Seq <= this one.
+	Seq int
+}
+
+// externalWorld is the state every life's External shares.
+type externalWorld struct {
+	mu      sync.Mutex
+	stamp   func() int // the fake's current event sequence number
+	starts  []HandlerStart
+	effects map[string]int
+}
+
+func newExternalWorld(stamp func() int) *externalWorld {
+	return &externalWorld{stamp: stamp, effects: make(map[string]int)}
+}
+
+func (w *externalWorld) forLife(life int) *External { return &External{world: w, life: life} }
+
+// Started records that a handler started on a message in a room and
+// returns how many times a handler has started on it, this time included.
+// The engine judges stops against these records.
+func (x *External) Started(room, messageID string) (int, error) {
+	if x.dead.Load() {
+		return 0, ErrLifeEnded
+	}
+	w := x.world
+	seq := w.stamp()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.starts = append(w.starts, HandlerStart{Life: x.life, Room: room, MessageID: messageID, Seq: seq})
+	n := 0
+	for _, s := range w.starts {
+		if s.Room == room && s.MessageID == messageID {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Effect performs the side effect named by key and returns how many times
+// it has been performed, this time included.
+func (x *External) Effect(key string) (int, error) {
+	if x.dead.Load() {
+		return 0, ErrLifeEnded
+	}
+	w := x.world
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.effects[key]++
+	return w.effects[key], nil
+}
+
+// Count returns how many times the effect named by key was performed.
+func (x *External) Count(key string) int {
+	w := x.world
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.effects[key]
+}
+
+func (w *externalWorld) snapshot() ([]HandlerStart, map[string]int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	effects := make(map[string]int, len(w.effects))
+	for k, v := range w.effects {
+		effects[k] = v
+	}
+	return append([]HandlerStart(nil), w.starts...), effects
+}

@@ -1,0 +1,53 @@
+// Package proof is band-once's kill-storm prover: it runs an agent (by
+// default the real bandonce.Shell, through the real HTTP stack) against the
+// fake Band under seeded schedules of crashes, HTTP faults, socket faults
+// and control signals, and judges every schedule from the fake's ground
+// truth, never from the agent's own account. cmd/proof prints its receipt;
+// the conformance verifier reuses the engine for hand-written agents.
+//
+// # Determinism
+//
+// Each schedule runs inside a testing/synctest bubble, in virtual time, so
+// slow handlers, backoffs and polls cost no wall time. Order comes from a
+// lockstep gate: every request of the agent parks at the gate, and the
+// engine's driver, once every goroutine of the bubble is blocked, releases
+// exactly one, the first by method and path. Faults are decided at the
+// gate from the schedule (request index to fault), not by timing, so a
+// schedule is its own replay, request totals included.
+//
+// # Agents and lives
+//
+// An Agent runs until its context ends; a Factory makes a fresh one for
+// every life, so a kill forgets whatever the agent kept in memory. A kill,
+// at a request boundary, either keeps the request from the fake
+// (KillBefore) or lets the fake apply it and loses the response
+// (KillAfter); then the life's connections are severed, its External goes
+// dead, its context is cancelled, and once it has returned the next life
+// starts on the same fake. Only what the agent kept outside itself
+// survives: the fake's state, External, and a durable ledger if the
+// schedule has one.
+//
+// # Invariants
+//
+// After the system goes quiet (every message processed, nothing in
+// flight), the oracle checks each of Invariants: no key posted twice; no
+// message left pending; each message in exactly one outcome (processed
+// after its one reply; processed without a reply when none was due, an
+// interrupt came first, or its key was already posted; or dead-lettered:
+// failed with a reason, then processed); no handler started in a room
+// between a stop that reached the agent and the room's play; nothing sent
+// for an interrupted cycle after the signal reached the agent; no message
+// drawn to succeed within the failure budget dead-lettered; and the agent
+// runs until cancelled and returns soon after.
+//
+// A signal "reached the agent" when the agent read its push from the
+// socket at once; late, lost and undeliverable pushes only ever excuse an
+// outcome, never convict one.
+//
+// # Assumptions
+//
+// Requests of a killed life that were still travelling (latency) never
+// arrive: the engine models a crash as closing the connections, so nothing
+// of a dead life lands after the next life started. Band's own guarantees
+// are the fake's (see package fakeband).
+package proof

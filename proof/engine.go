@@ -1,0 +1,342 @@
+package proof
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// Options configure the engine. The zero value runs the prover's own
+// Shell agent with a fresh MemoryLedger per life.
+type Options struct {
+	// Agent builds the agent factory for one schedule, and a cleanup to
+	// run when the schedule is over (nil for none). Nil means
+	// ShellAgent(ShellConfig{}).
+	Agent func(*Schedule) (Factory, func())
+	// MaxAttempts is the handler-failure budget the agent dead-letters
+	// at; the oracle uses it to tell a fair dead letter from an abort
+	// that was charged. Zero means 3 (the Shell's default).
+	MaxAttempts int
+	// KeyOf is the dedup key the agent's reply to a message carries.
+	// Nil means the spec's Key, or bandonce.DefaultKey of the message id.
+	KeyOf func(messageID string, spec MessageSpec) string
+	// Trace, if set, receives one line per step of the run: releases,
+	// events, kills and lives. For debugging and -v.
+	Trace func(line string)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Agent == nil {
+		o.Agent = ShellAgent(ShellConfig{})
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = 3
+	}
+	if o.KeyOf == nil {
+		o.KeyOf = func(id string, spec MessageSpec) string {
+			if spec.Key != "" {
+				return spec.Key
+			}
+			return bandonce.DefaultKey(id)
+		}
+	}
+	return o
+}
+
+// Virtual-time limits of one schedule.
+const (
+	tick        = 250 * time.Millisecond  // the driver looks around at least this often
+	stallAfter  = 1500 * time.Millisecond // no mark or post for this long: fire the next event
+	settleFor   = time.Second             // quiet for this long before the verdict
+	giveUpAfter = 60 * time.Second        // stalled with nothing left to fire
+	deadline    = 15 * time.Minute        // the whole schedule
+	killGrace   = time.Minute             // a killed agent must have returned by then
+)
+
+// Result is the verdict on one schedule, with what it exercised.
+type Result struct {
+	Schedule *Schedule
+	// Violation is the first invariant that failed, or nil.
+	Violation *Violation
+	// Checks counts, per invariant, the cases judged; Violations the
+	// cases that failed.
+	Checks, Violations map[Invariant]int
+	// DoublePosts counts replies beyond the first for a key; Lost the
+	// messages left pending or processed without their due reply.
+	DoublePosts, Lost int
+	// Faults counts the faults and control actions that fired.
+	Faults map[string]int
+	// Messages, Replies and Requests are totals from the fake's ground
+	// truth; Lives is how many times the agent was started.
+	Messages, Replies, Requests, Lives int
+	// Released is how many requests the gate released or killed: the
+	// schedule's request-index space.
+	Released int
+	// QuietAt is the request count when the system first went quiet
+	// with every event fired: the lifecycle's request sequence.
+	QuietAt int
+}
+
+// Simulate runs one schedule in its own synctest bubble and judges it.
+// It never fails t; the verdict is in the Result.
+func Simulate(t *testing.T, s *Schedule, opts Options) Result {
+	opts = opts.withDefaults()
+	var res Result
+	func() {
+		defer func() {
+			// A bubble that cannot finish (an agent goroutine blocked
+			// forever) panics when the run ends; that is a verdict too.
+			if v := recover(); v != nil {
+				res = Result{Schedule: s, Violation: &Violation{Invariant: AgentLifecycle,
+					Reason: fmt.Sprintf("the agent left goroutines blocked forever: %v", v)}}
+			}
+		}()
+		synctest.Test(t, func(*testing.T) { res = newSim(s, opts).run() })
+	}()
+	return res
+}
+
+// sim is one schedule in progress. It lives on the bubble's root
+// goroutine; the agent's goroutines only touch the gate and External.
+type sim struct {
+	sched *Schedule
+	opts  Options
+
+	band    *fakeband.Band
+	agent   fakeband.Agent
+	human   fakeband.Human
+	rooms   []fakeband.Room
+	gate    *gate
+	world   *externalWorld
+	factory Factory
+	cleanup func()
+
+	life  *life
+	lives int
+
+	released   int
+	releasedAt []time.Time // index k: when request k was released (0: start)
+	cursor     int         // the next event to fire
+	armed      bool        // the request-bound event at the cursor came due by time
+	progress   time.Time   // the last mark, post or event
+	quietSince time.Time
+	start      time.Time
+
+	messages []*sentMessage
+	controls []*controlRecord
+	faults   map[string]int
+	quietAt  int
+	failure  *Violation // an engine-level violation (quiet, lifecycle)
+}
+
+// sentMessage is one human message the engine posted.
+type sentMessage struct {
+	ID   string
+	Room int
+	Spec MessageSpec
+	Seq  int // the fake's seq of its post
+}
+
+// controlRecord is one interrupt, stop or play the engine applied.
+type controlRecord struct {
+	Kind      EventKind
+	Room      int // -1: every room
+	Seq       int // the fake's seq of the action
+	Delivered bool
+	// Lost: the push cannot have reached the agent (no socket, or a
+	// lost push). Until is the seq by which it had arrived: Seq for a
+	// prompt push, later for a late one (unbounded if never seen).
+	Lost  bool
+	Until int
+	Final bool
+	// late push not seen yet: the agent's socket byte count before it.
+	waiting     bool
+	bytesBefore int64
+	// InFlight are the reply POSTs that had left the agent when the
+	// signal was sent; they may land after it without breaking anything.
+	InFlight []*sendRecord
+}
+
+func newSim(s *Schedule, opts Options) *sim {
+	b := fakeband.New(fakeband.Options{Seed: s.Seed})
+	sm := &sim{sched: s, opts: opts, band: b, faults: map[string]int{}}
+	sm.agent = b.AddAgent("prover")
+	sm.human = b.AddHuman("ada")
+	for i := range max(s.Rooms, 1) {
+		sm.rooms = append(sm.rooms, b.AddRoom(fmt.Sprintf("room %d", i+1), sm.human, sm.agent.ID))
+	}
+	sm.gate = newGate(b.HTTPClient().Transport, b.Handler(), sm.stamp)
+	sm.world = newExternalWorld(sm.stamp)
+	sm.factory, sm.cleanup = opts.Agent(s)
+	return sm
+}
+
+func (s *sim) trace(format string, args ...any) {
+	if s.opts.Trace != nil {
+		s.opts.Trace(fmt.Sprintf("%8s ", time.Since(s.start).Truncate(time.Millisecond)) + fmt.Sprintf(format, args...))
+	}
+}
+
+// stamp is the fake's current event sequence number.
+func (s *sim) stamp() int {
+	ev := s.band.Events()
+	if len(ev) == 0 {
+		return 0
+	}
+	return ev[len(ev)-1].Seq
+}
+
+func (s *sim) run() Result {
+	s.start = time.Now()
+	for s.cursor < len(s.sched.Events) && s.sched.Events[s.cursor].At == 0 {
+		s.apply(s.sched.Events[s.cursor])
+		s.advance()
+	}
+	s.startLife()
+	s.releasedAt = []time.Time{time.Now()}
+	s.progress = time.Now()
+	end := time.Now().Add(deadline)
+	for s.drive(end) {
+	}
+	s.stopLife()
+	res := s.judge()
+	_ = s.band.Close()
+	if s.cleanup != nil {
+		s.cleanup()
+	}
+	return res
+}
+
+// drive takes one step of the schedule; false when it is over.
+func (s *sim) drive(end time.Time) bool {
+	synctest.Wait()
+	now := time.Now()
+	if s.failure != nil {
+		return false
+	}
+	s.notePushes()
+	if s.life.exited() {
+		s.failure = &Violation{Invariant: AgentLifecycle, Reason: fmt.Sprintf("the agent returned on its own (life %d): %v", s.life.n, s.life.err)}
+		return false
+	}
+	if s.fireDue(now) {
+		return true
+	}
+	if p := s.gate.pick(); p != nil {
+		s.release(p, now)
+		return true
+	}
+	if s.quiet() {
+		if s.cursor < len(s.sched.Events) {
+			s.fireNext(true)
+			return true
+		}
+		if s.quietAt == 0 {
+			s.quietAt = s.released
+		}
+		if s.quietSince.IsZero() {
+			s.quietSince = now
+		}
+		if now.Sub(s.quietSince) >= settleFor {
+			return false
+		}
+	} else {
+		s.quietSince = time.Time{}
+		if now.Sub(s.progress) >= stallAfter {
+			switch {
+			case s.cursor < len(s.sched.Events):
+				s.fireNext(false)
+				return true
+			case s.playStopped():
+				return true
+			case now.Sub(s.progress) >= giveUpAfter:
+				s.failure = &Violation{Invariant: Quiet, Reason: s.stuckReason()}
+				return false
+			}
+		}
+	}
+	if now.After(end) {
+		s.failure = &Violation{Invariant: Quiet, Reason: "the schedule ran past its virtual deadline: " + s.stuckReason()}
+		return false
+	}
+	s.sleep(now)
+	return true
+}
+
+// sleep waits until a request parks, the next timed event is due, or a
+// tick passes.
+func (s *sim) sleep(now time.Time) {
+	d := tick
+	if due, ok := s.nextTimed(); ok && due.Sub(now) < d {
+		d = max(due.Sub(now), time.Millisecond)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.gate.wake:
+	case <-s.life.done:
+	case <-t.C:
+	}
+}
+
+// quiet: nothing in flight, every message said and processed, no room
+// stopped.
+func (s *sim) quiet() bool {
+	if !s.gate.idle() {
+		return false
+	}
+	for _, m := range s.messages {
+		if s.band.Status(s.agent.ID, m.ID) != fakeband.StatusProcessed {
+			return false
+		}
+	}
+	for _, r := range s.rooms {
+		if s.band.Stopped(s.agent.ID, r.ID) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *sim) stuckReason() string {
+	var pending []string
+	for _, m := range s.messages {
+		if st := s.band.Status(s.agent.ID, m.ID); st != fakeband.StatusProcessed {
+			pending = append(pending, fmt.Sprintf("%s is %q", m.Spec.Label, st))
+		}
+	}
+	sort.Strings(pending)
+	if len(pending) == 0 {
+		return "the system did not go quiet"
+	}
+	return fmt.Sprintf("the system did not go quiet: %v", pending)
+}
+
+// playStopped resumes every room still stopped once nothing else is left
+// to fire, so every schedule can end; it reports whether it did anything.
+func (s *sim) playStopped() bool {
+	played := false
+	for i, r := range s.rooms {
+		if s.band.Stopped(s.agent.ID, r.ID) {
+			s.control(Event{Kind: Play, Room: i}, true)
+			played = true
+		}
+	}
+	return played
+}
+
+// notePushes records the arrival of late control pushes: with the
+// writer held for the late push, the first bytes the agent reads after
+// it are that push.
+func (s *sim) notePushes() {
+	for _, c := range s.controls {
+		if c.waiting && s.life.socketBytes.Load() > c.bytesBefore {
+			c.waiting, c.Until = false, s.stamp()
+		}
+	}
+}

@@ -1,0 +1,443 @@
+package proof
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// errSevered is what every request of a killed life gets.
+var errSevered = errors.New("proof: connection severed (the agent was killed)")
+
+// gate holds every request of the agent until the driver releases it, so
+// the driver alone decides the order in which requests reach the fake
+// and which fault each one meets. Requests park in RoundTrip; the driver
+// picks one with pick and hands it a verdict.
+type gate struct {
+	inner   http.RoundTripper // the fake's in-memory transport, for upgrades
+	handler http.Handler      // the fake's handler, for everything else
+	stamp   func() int        // the fake's current event sequence number
+
+	mu       sync.Mutex
+	arrivals int
+	parked   []*parkedRequest
+	sends    []*sendRecord
+	wake     chan struct{} // capacity 1: a request parked
+}
+
+type verdict int
+
+const (
+	release verdict = iota
+	sever
+)
+
+// parkedRequest is one request waiting at the gate.
+type parkedRequest struct {
+	arrival int
+	life    *life
+	req     *http.Request
+	ep      fakeband.Endpoint
+	room    string
+	order   string // method and path: what the driver sorts by
+	verdict chan verdict
+	send    *sendRecord // replies (POST .../messages) only
+	// delay is latency on the way to the fake, set by the driver before
+	// release. A request still travelling when its life is killed never
+	// arrives, so no request of a dead life lands after the next life
+	// started.
+	delay time.Duration
+}
+
+// sendRecord is one reply POST that left the agent, stamped with the
+// fake's event sequence when it was sent (parked), released and answered.
+type sendRecord struct {
+	Life               int
+	Room, Key          string
+	Parked, Start, End int
+	Released, Answered bool
+}
+
+// life is one run of the agent, from its factory call until it returns.
+type life struct {
+	n       int
+	severed bool          // guarded by gate.mu
+	dead    chan struct{} // closed when severed
+	ext     *External
+	cancel  context.CancelFunc
+	done    chan struct{}
+	err     error // set before done closes
+
+	socketBytes atomic.Int64 // bytes the agent read from its sockets
+	socketsOpen atomic.Int32 // its socket connections that are up
+}
+
+func (l *life) exited() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func newGate(inner http.RoundTripper, handler http.Handler, stamp func() int) *gate {
+	return &gate{inner: inner, handler: handler, stamp: stamp, wake: make(chan struct{}, 1)}
+}
+
+// send delivers a released request to the fake.
+func (g *gate) send(req *http.Request) (*http.Response, error) {
+	if isUpgrade(req) {
+		return g.inner.RoundTrip(req)
+	}
+	return serveInline(g.handler, req)
+}
+
+// transport is the RoundTripper one life's HTTPClient uses.
+type transport struct {
+	g *gate
+	l *life
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	p, err := t.g.park(t.l, req)
+	if err != nil {
+		return nil, err
+	}
+	var v verdict
+	select {
+	case v = <-p.verdict:
+	case <-req.Context().Done():
+		if t.g.unpark(p) {
+			return nil, context.Cause(req.Context())
+		}
+		v = <-p.verdict // decided just now; honour it
+	}
+	if v == sever {
+		return nil, errSevered
+	}
+	if p.delay > 0 {
+		timer := time.NewTimer(p.delay)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-req.Context().Done():
+			return nil, context.Cause(req.Context())
+		case <-t.l.dead:
+			return nil, errSevered
+		}
+	}
+	return t.g.forward(t.l, p)
+}
+
+// park records req and queues it for the driver, unless its life is
+// already dead.
+func (g *gate) park(l *life, req *http.Request) (*parkedRequest, error) {
+	ep, room := classify(req.Method, req.URL.Path)
+	p := &parkedRequest{life: l, req: req, ep: ep, room: room, order: req.Method + " " + req.URL.Path, verdict: make(chan verdict, 1)}
+	if ep == fakeband.EndpointPost {
+		key, err := replyKey(req)
+		if err != nil {
+			return nil, err
+		}
+		p.send = &sendRecord{Life: l.n, Room: room, Key: key, Parked: g.stamp()}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l.severed {
+		return nil, errSevered
+	}
+	g.arrivals++
+	p.arrival = g.arrivals
+	g.parked = append(g.parked, p)
+	if p.send != nil {
+		g.sends = append(g.sends, p.send)
+	}
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+	return p, nil
+}
+
+// unpark withdraws a request whose caller gave up; false if the driver
+// already decided it.
+func (g *gate) unpark(p *parkedRequest) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := slices.Index(g.parked, p)
+	if i < 0 {
+		return false
+	}
+	g.parked = slices.Delete(g.parked, i, i+1)
+	return true
+}
+
+// pick removes and returns the parked request that sorts first by method
+// and path (then arrival), or nil. Requests of different goroutines differ
+// in path, so the order does not depend on scheduling.
+func (g *gate) pick() *parkedRequest {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.parked) == 0 {
+		return nil
+	}
+	best := 0
+	for i, p := range g.parked[1:] {
+		q := g.parked[best]
+		if c := cmp.Compare(p.order, q.order); c < 0 || (c == 0 && p.arrival < q.arrival) {
+			best = i + 1
+		}
+	}
+	p := g.parked[best]
+	g.parked = slices.Delete(g.parked, best, best+1)
+	return p
+}
+
+func (g *gate) idle() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.parked) == 0
+}
+
+// inFlightSends returns the reply POSTs of room (every room when "") that
+// have left the agent and not been answered.
+func (g *gate) inFlightSends(room string) []*sendRecord {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []*sendRecord
+	for _, s := range g.sends {
+		if !s.Answered && (room == "" || s.Room == room) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// sever kills l's connections: every parked request fails, and so does
+// every later one.
+func (g *gate) sever(l *life) {
+	g.mu.Lock()
+	if !l.severed {
+		close(l.dead)
+	}
+	l.severed = true
+	var doomed []*parkedRequest
+	g.parked = slices.DeleteFunc(g.parked, func(p *parkedRequest) bool {
+		if p.life == l {
+			doomed = append(doomed, p)
+			return true
+		}
+		return false
+	})
+	g.mu.Unlock()
+	for _, p := range doomed {
+		p.verdict <- sever
+	}
+}
+
+func (g *gate) isSevered(l *life) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return l.severed
+}
+
+// forward sends a released request to the fake and returns its answer,
+// unless the life died meanwhile.
+func (g *gate) forward(l *life, p *parkedRequest) (*http.Response, error) {
+	g.began(p)
+	resp, err := g.send(p.req)
+	g.answered(p)
+	if g.isSevered(l) {
+		if err == nil {
+			resp.Body.Close()
+		}
+		return nil, errSevered
+	}
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+			l.socketsOpen.Add(1)
+			resp.Body = &socketConn{rwc: rwc, l: l}
+		}
+	}
+	return resp, nil
+}
+
+func (g *gate) began(p *parkedRequest) {
+	if p.send == nil {
+		return
+	}
+	seq := g.stamp()
+	g.mu.Lock()
+	p.send.Released, p.send.Start = true, seq
+	g.mu.Unlock()
+}
+
+func (g *gate) answered(p *parkedRequest) {
+	if p.send == nil {
+		return
+	}
+	seq := g.stamp()
+	g.mu.Lock()
+	p.send.Answered, p.send.End = true, seq
+	g.mu.Unlock()
+}
+
+func (g *gate) sendRecords() []sendRecord {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]sendRecord, len(g.sends))
+	for i, s := range g.sends {
+		out[i] = *s
+	}
+	return out
+}
+
+// socketConn counts what the agent reads from one socket connection, so
+// the engine can tell whether a push reached it.
+type socketConn struct {
+	rwc    io.ReadWriteCloser
+	l      *life
+	closed atomic.Bool
+}
+
+func (c *socketConn) Read(p []byte) (int, error) {
+	n, err := c.rwc.Read(p)
+	c.l.socketBytes.Add(int64(n))
+	if err != nil {
+		c.markClosed()
+	}
+	return n, err
+}
+
+func (c *socketConn) Write(p []byte) (int, error) { return c.rwc.Write(p) }
+
+func (c *socketConn) Close() error {
+	c.markClosed()
+	return c.rwc.Close()
+}
+
+func (c *socketConn) markClosed() {
+	if c.closed.CompareAndSwap(false, true) {
+		c.l.socketsOpen.Add(-1)
+	}
+}
+
+// classify names a request's endpoint and room from its path.
+func classify(method, path string) (fakeband.Endpoint, string) {
+	_, rest, ok := strings.Cut(path, fakeband.APIPrefix+"/")
+	if !ok {
+		return "", ""
+	}
+	parts := strings.Split(strings.Trim(rest, "/"), "/")
+	switch {
+	case rest == "socket/websocket":
+		return fakeband.EndpointSocket, ""
+	case len(parts) == 2 && parts[0] == "agent" && parts[1] == "me":
+		return fakeband.EndpointMe, ""
+	case len(parts) == 2 && parts[0] == "agent" && parts[1] == "chats":
+		return fakeband.EndpointChats, ""
+	case len(parts) < 4 || parts[0] != "agent" || parts[1] != "chats":
+		return "", ""
+	}
+	room := parts[2]
+	switch {
+	case len(parts) == 4 && parts[3] == "context":
+		return fakeband.EndpointContext, room
+	case len(parts) == 4 && parts[3] == "messages" && method == http.MethodPost:
+		return fakeband.EndpointPost, room
+	case len(parts) == 5 && parts[3] == "messages" && parts[4] == "next":
+		return fakeband.EndpointNext, room
+	case len(parts) == 6 && parts[3] == "messages":
+		switch parts[5] {
+		case "processing":
+			return fakeband.EndpointProcessing, room
+		case "processed":
+			return fakeband.EndpointProcessed, room
+		case "failed":
+			return fakeband.EndpointFailed, room
+		}
+	}
+	return "", room
+}
+
+// replyKey reads the dedup key from a reply POST's body, leaving the body
+// in place for the fake. A reply without a marker has key "".
+func replyKey(req *http.Request) (string, error) {
+	if req.Body == nil {
+		return "", nil
+	}
+	data, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return "", err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(data))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	if key, ok := plainMarker(data); ok {
+		return key, nil
+	}
+	var body struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(data, &body) != nil {
+		return "", nil
+	}
+	key, _ := markerKey(body.Message.Content)
+	return key, nil
+}
+
+// plainMarker finds the marker in the raw JSON body without decoding it,
+// when that is unambiguous: the marker closes the content string, follows
+// an escaped newline, and its key needs no unescaping. Otherwise the
+// caller decodes the body.
+func plainMarker(data []byte) (string, bool) {
+	const prefix = `\n[dedup_key:`
+	i := bytes.LastIndex(data, []byte(prefix))
+	if i < 0 {
+		return "", false
+	}
+	rest := data[i+len(prefix):]
+	j := bytes.IndexByte(rest, ']')
+	if j <= 0 || j+1 >= len(rest) || rest[j+1] != '"' || bytes.ContainsAny(rest[:j], `\"`) {
+		return "", false
+	}
+	key := string(rest[:j])
+	if strings.TrimSpace(key) != key {
+		return "", false
+	}
+	return key, true
+}
+
+// markerKey reads the dedup marker on the last line of a reply. The
+// oracle has its own reader rather than the shell's, so a bug there cannot
+// hide itself.
+func markerKey(content string) (string, bool) {
+	content = strings.TrimRight(content, " \t\r\n")
+	last := content
+	if i := strings.LastIndexByte(content, '\n'); i >= 0 {
+		last = content[i+1:]
+	}
+	last = strings.TrimSpace(last)
+	const prefix, suffix = "[dedup_key:", "]"
+	if !strings.HasPrefix(last, prefix) || !strings.HasSuffix(last, suffix) || len(last) <= len(prefix)+len(suffix) {
+		return "", false
+	}
+	return last[len(prefix) : len(last)-len(suffix)], true
+}

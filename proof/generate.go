@@ -1,0 +1,213 @@
+package proof
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// GenOptions shape random schedules. The zero value is the prover's
+// default: 1–3 rooms, 1–5 messages each, every outcome, up to 6 faults.
+type GenOptions struct {
+	// MinRooms..MaxRooms rooms; zero means 1..3.
+	MinRooms, MaxRooms int
+	// MinMessages..MaxMessages messages per room; zero means 1..5.
+	MinMessages, MaxMessages int
+	// MaxFaults bounds the faults and control actions; zero means 6.
+	MaxFaults int
+	// RepliesOnly draws only plain replies (for agents that ignore the
+	// spec and always answer).
+	RepliesOnly bool
+	// NoControl leaves out interrupts, stops and plays.
+	NoControl bool
+	// DurableShare is the share of schedules with a durable ledger; zero
+	// means 0.3, negative means none.
+	DurableShare float64
+	// MaxAttempts is the agent's failure budget, bounding drawn failures;
+	// zero means 3.
+	MaxAttempts int
+}
+
+func (g GenOptions) withDefaults() GenOptions {
+	if g.MaxRooms == 0 {
+		g.MinRooms, g.MaxRooms = 1, 3
+	}
+	if g.MaxMessages == 0 {
+		g.MinMessages, g.MaxMessages = 1, 5
+	}
+	g.MinRooms, g.MinMessages = max(g.MinRooms, 1), max(g.MinMessages, 1)
+	if g.MaxFaults == 0 {
+		g.MaxFaults = 6
+	}
+	g.MaxFaults = max(g.MaxFaults, 0)
+	if g.DurableShare == 0 {
+		g.DurableShare = 0.3
+	}
+	if g.MaxAttempts == 0 {
+		g.MaxAttempts = 3
+	}
+	return g
+}
+
+// splitmix64 spreads nearby seeds (master+i) over the whole space.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// Random draws the schedule for seed. The same seed and options always
+// give the same schedule.
+func Random(seed int64, g GenOptions) *Schedule {
+	g = g.withDefaults()
+	mix := splitmix64(uint64(seed))
+	r := rand.New(rand.NewPCG(mix, splitmix64(mix)))
+	between := func(lo, hi int) int { return lo + r.IntN(hi-lo+1) }
+	s := &Schedule{Seed: seed, Name: fmt.Sprintf("random seed %d", seed), Rooms: between(g.MinRooms, g.MaxRooms)}
+	s.Durable = g.DurableShare > 0 && r.Float64() < g.DurableShare
+
+	var says []Event
+	total := 0
+	for room := range s.Rooms {
+		n := between(g.MinMessages, g.MaxMessages)
+		total += n
+		for i := range n {
+			spec := drawSpec(r, g)
+			spec.Label = fmt.Sprintf("r%dm%d", room+1, i+1)
+			if spec.Key != "" {
+				spec.Key = fmt.Sprintf("nk:r%d:%s", room+1, spec.Key)
+			}
+			says = append(says, Event{Kind: Say, Room: room, Spec: spec})
+		}
+	}
+	// About four requests a message, plus start-up: events drawn over
+	// this span mostly land while there is work in flight.
+	span := 3 + s.Rooms + 4*total
+	for i := range says {
+		if r.IntN(4) == 0 {
+			says[i].At = between(1, span)
+		}
+	}
+	var faults []Event
+	for range r.IntN(g.MaxFaults + 1) {
+		faults = append(faults, drawFault(r, s.Rooms, span, g)...)
+	}
+	s.Events = append(says, faults...)
+	slices.SortStableFunc(s.Events, func(a, b Event) int { return a.At - b.At })
+	return s
+}
+
+func drawSpec(r *rand.Rand, g GenOptions) MessageSpec {
+	spec := MessageSpec{Outcome: Reply}
+	if !g.RepliesOnly {
+		switch x := r.IntN(100); {
+		case x < 10:
+			spec.Outcome = NoReply
+		case x < 22:
+			spec.Fails = 1 + r.IntN(max(g.MaxAttempts-1, 1))
+		case x < 27:
+			spec.Outcome, spec.Fails = PanicThenReply, 1
+		case x < 33:
+			spec.Outcome = PermanentFailure
+		case x < 38:
+			spec.Outcome = AlwaysFail
+		}
+		if spec.Outcome.repliesEventually() && r.IntN(5) == 0 {
+			spec.Key = []string{"a", "b"}[r.IntN(2)] // shared with the room's other a/b messages
+		}
+	}
+	if r.IntN(6) == 0 {
+		spec.Slow = time.Duration(50+r.IntN(1450)) * time.Millisecond
+	}
+	return spec
+}
+
+var faultEndpoints = []fakeband.Endpoint{
+	fakeband.EndpointNext, fakeband.EndpointProcessing, fakeband.EndpointPost,
+	fakeband.EndpointProcessed, fakeband.EndpointContext, fakeband.EndpointFailed,
+}
+
+// drawFault draws one fault or control action (a stop comes with its
+// play).
+func drawFault(r *rand.Rand, rooms, span int, g GenOptions) []Event {
+	at := 1 + r.IntN(span)
+	ev := Event{At: at}
+	if r.IntN(5) < 2 {
+		ev.Endpoint = faultEndpoints[r.IntN(len(faultEndpoints))]
+	}
+	after := func() time.Duration {
+		if r.IntN(2) == 0 {
+			return 0
+		}
+		return time.Duration(10+r.IntN(1490)) * time.Millisecond
+	}
+	push := func(allowLost bool) (PushMode, time.Duration) {
+		switch x := r.IntN(10); {
+		case x == 0 && allowLost:
+			return PushLost, 0
+		case x == 1:
+			return PushDuplicated, 0
+		case x == 2:
+			return PushLate, time.Duration(10+r.IntN(990)) * time.Millisecond
+		}
+		return PushNormal, 0
+	}
+	x := r.IntN(100)
+	if g.NoControl && x >= 64 && x < 92 {
+		x -= 40 // redraw among the transport faults
+	}
+	switch {
+	case x < 14:
+		ev.Kind = KillBefore
+	case x < 28:
+		ev.Kind = KillAfter
+	case x < 34:
+		ev.Kind, ev.Status = Throttle, 429
+		if r.IntN(2) == 0 {
+			ev.RetryAfter = "1"
+		}
+	case x < 40:
+		ev.Kind, ev.Status, ev.Count = ServerError, []int{500, 502, 503, 504}[r.IntN(4)], 1+r.IntN(3)
+	case x < 45:
+		ev.Kind, ev.Delay = Latency, time.Duration(50+r.IntN(2950))*time.Millisecond
+	case x < 54:
+		ev.Kind = LoseResponse
+	case x < 58:
+		ev.Kind, ev.Endpoint = StaleNext, fakeband.EndpointNext
+	case x < 64:
+		ev.Endpoint = ""
+		ev.Kind, ev.PushEvent = PushFault, "message_created"
+		ev.Push, ev.Delay = push(true)
+		if ev.Push == PushNormal {
+			ev.Push = PushLost
+		}
+	case x < 74:
+		ev.Endpoint, ev.Kind, ev.After, ev.Room = "", Interrupt, after(), r.IntN(rooms)
+		if r.IntN(5) == 0 {
+			ev.Room = -1
+		}
+		ev.Push, ev.Delay = push(true)
+	case x < 84:
+		ev.Endpoint, ev.Kind, ev.After, ev.Room = "", Stop, after(), r.IntN(rooms)
+		ev.Push, ev.Delay = push(true)
+		play := Event{At: at + 1 + r.IntN(10), After: after(), Kind: Play, Room: ev.Room}
+		play.Push, play.Delay = push(false)
+		return []Event{ev, play}
+	case x < 88:
+		// A play missed while disconnected: the socket drops and the
+		// play's push finds no connection.
+		ev.Endpoint, ev.Kind, ev.After, ev.Room = "", Stop, after(), r.IntN(rooms)
+		later := at + 1 + r.IntN(10)
+		return []Event{ev, {At: later, Kind: DropSocket}, {At: later, Kind: Play, Room: ev.Room}}
+	case x < 92:
+		ev.Endpoint, ev.Kind = "", DropSocket
+	default:
+		ev.Kind = LoseResponse
+		ev.Endpoint = fakeband.EndpointProcessed // the lost ack
+	}
+	return []Event{ev}
+}

@@ -1,0 +1,390 @@
+package proof
+
+import (
+	"fmt"
+
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// Invariant names one property the oracle checks.
+type Invariant string
+
+// The invariants, judged from the fake's ground truth after the system
+// went quiet. Invariants lists them in the order they are judged.
+const (
+	// NoDoublePost: no dedup key is posted twice in a room.
+	NoDoublePost Invariant = "no-double-post"
+	// NonePending: every message ends processed.
+	NonePending Invariant = "none-pending"
+	// OneOutcome: every message ends in exactly one outcome: processed
+	// after its one reply; processed without a reply when none was due,
+	// an interrupt came first, or its key was already posted; or
+	// dead-lettered (failed with a reason, then processed, no reply). No
+	// post answers no message.
+	OneOutcome Invariant = "one-outcome"
+	// AbortsUncharged: a message drawn to succeed after fewer failures
+	// than the budget is never dead-lettered, whatever interrupts, stops
+	// and kills it met.
+	AbortsUncharged Invariant = "aborts-uncharged"
+	// InterruptSilence: nothing is sent for an interrupted cycle after
+	// the signal reached the agent.
+	InterruptSilence Invariant = "interrupt-silence"
+	// StopSilence: no handler starts in a room between a stop that
+	// reached the agent and the room's play.
+	StopSilence Invariant = "stop-silence"
+	// AgentLifecycle: the agent runs until its context ends and returns
+	// soon after.
+	AgentLifecycle Invariant = "agent-lifecycle"
+	// Quiet: the system goes quiet (every message processed, nothing in
+	// flight) before the schedule's virtual deadline.
+	Quiet Invariant = "quiet"
+)
+
+// Invariants is every invariant, in the order the oracle judges them.
+var Invariants = []Invariant{NoDoublePost, NonePending, OneOutcome, AbortsUncharged, InterruptSilence, StopSilence, AgentLifecycle, Quiet}
+
+// Violation is an invariant that failed, with a one-clause reason.
+type Violation struct {
+	Invariant Invariant
+	Reason    string
+}
+
+func (v *Violation) Error() string { return string(v.Invariant) + ": " + v.Reason }
+
+// truth is the ground truth the oracle reads, gathered once.
+type truth struct {
+	s        *sim
+	posts    [][]fakeband.Post            // agent posts, by room
+	byKey    []map[string][]fakeband.Post // agent posts by dedup key, by room
+	marks    map[string][]fakeband.Mark   // by message id
+	starts   []HandlerStart
+	sends    []sendRecord
+	keyOf    map[string]string // message id -> reply key
+	repliers []map[string]int  // by room: key -> messages that may reply with it
+}
+
+func (s *sim) gather() *truth {
+	t := &truth{s: s, marks: map[string][]fakeband.Mark{}, keyOf: map[string]string{}}
+	for range s.rooms {
+		t.posts = append(t.posts, nil)
+		t.byKey = append(t.byKey, map[string][]fakeband.Post{})
+		t.repliers = append(t.repliers, map[string]int{})
+	}
+	for i, r := range s.rooms {
+		for _, p := range s.band.Posts(r.ID) {
+			if p.SenderID != s.agent.ID {
+				continue
+			}
+			t.posts[i] = append(t.posts[i], p)
+			key, _ := markerKey(p.Content)
+			t.byKey[i][key] = append(t.byKey[i][key], p)
+		}
+	}
+	for _, m := range s.messages {
+		t.marks[m.ID] = s.band.Marks(s.agent.ID, m.ID)
+		key := s.opts.KeyOf(m.ID, m.Spec)
+		t.keyOf[m.ID] = key
+		if m.Spec.Outcome.repliesEventually() {
+			t.repliers[m.Room][key]++
+		}
+	}
+	t.starts, _ = s.world.snapshot()
+	t.sends = s.gate.sendRecords()
+	return t
+}
+
+// judgement collects check counts and keeps the first violation in judging
+// order.
+type judgement struct {
+	checks, violated map[Invariant]int
+	found            map[Invariant]*Violation
+	doublePosts      int // replies beyond the first, per key
+	lost             int // messages left pending or without their due reply
+}
+
+func (v *judgement) check(inv Invariant) { v.checks[inv]++ }
+
+func (v *judgement) fail(inv Invariant, format string, args ...any) {
+	v.violated[inv]++
+	if v.found[inv] == nil {
+		v.found[inv] = &Violation{Invariant: inv, Reason: fmt.Sprintf(format, args...)}
+	}
+}
+
+func (v *judgement) first() *Violation {
+	for _, inv := range Invariants {
+		if f := v.found[inv]; f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// judge runs every invariant over the ground truth.
+func (s *sim) judge() Result {
+	t := s.gather()
+	v := &judgement{checks: map[Invariant]int{}, violated: map[Invariant]int{}, found: map[Invariant]*Violation{}}
+	t.doublePosts(v)
+	t.pending(v)
+	t.outcomes(v)
+	t.interrupts(v)
+	t.stops(v)
+	v.check(AgentLifecycle)
+	v.check(Quiet)
+	if s.failure != nil {
+		v.fail(s.failure.Invariant, "%s", s.failure.Reason)
+	}
+	res := Result{
+		Schedule: s.sched, Violation: v.first(), Checks: v.checks, Violations: v.violated, Faults: s.firedFaults(),
+		DoublePosts: v.doublePosts, Lost: v.lost,
+		Messages: len(s.messages), Lives: s.lives, Released: s.released, QuietAt: s.quietAt,
+	}
+	for _, ps := range t.posts {
+		res.Replies += len(ps)
+	}
+	for _, n := range s.band.Requests() {
+		res.Requests += n
+	}
+	return res
+}
+
+func (t *truth) label(room int, key string) string {
+	for _, m := range t.s.messages {
+		if m.Room == room && t.keyOf[m.ID] == key {
+			return m.Spec.Label
+		}
+	}
+	return "no message"
+}
+
+func (t *truth) doublePosts(v *judgement) {
+	for room, keys := range t.byKey {
+		for key, posts := range keys {
+			v.check(NoDoublePost)
+			if key != "" && len(posts) > 1 {
+				v.doublePosts += len(posts) - 1
+				v.fail(NoDoublePost, "room %d got %d replies with key %q (%s)", room+1, len(posts), key, t.label(room, key))
+			}
+		}
+	}
+}
+
+func (t *truth) pending(v *judgement) {
+	for _, m := range t.s.messages {
+		v.check(NonePending)
+		if st := t.s.band.Status(t.s.agent.ID, m.ID); st != fakeband.StatusProcessed {
+			v.lost++
+			v.fail(NonePending, "%s was left %q", m.Spec.Label, st)
+		}
+	}
+}
+
+// processedSeq is the seq of the message's processed mark, or 0.
+func (t *truth) processedSeq(id string) int {
+	for _, mk := range t.marks[id] {
+		if mk.Kind == fakeband.StatusProcessed {
+			return mk.Seq
+		}
+	}
+	return 0
+}
+
+func (t *truth) failedBefore(id string, seq int) bool {
+	for _, mk := range t.marks[id] {
+		if mk.Kind == fakeband.StatusFailed && mk.Seq < seq && mk.Error != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// windowStart is where the message's cycle can have begun: after it was
+// said and after the room's previous message was processed (/next serves
+// a room in order).
+func (t *truth) windowStart(m *sentMessage, done int) int {
+	start := m.Seq
+	for _, o := range t.s.messages {
+		if o.Room != m.Room || o.ID == m.ID {
+			continue
+		}
+		if p := t.processedSeq(o.ID); p < done && p > start {
+			start = p
+		}
+	}
+	return start
+}
+
+// interruptedIn reports whether an interrupt that can have reached the
+// agent falls inside the message's cycle window: after event from, before
+// event to. A stamp s means "after event s", so an interrupt sent at Seq
+// and arrived by Until overlaps when Seq < to and Until >= from.
+func (t *truth) interruptedIn(room, from, to int) bool {
+	for _, c := range t.s.controls {
+		if c.Kind != Interrupt || (c.Room >= 0 && c.Room != room) || c.Lost {
+			continue
+		}
+		if c.Seq < to && c.Until >= from {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *truth) outcomes(v *judgement) {
+	for room, keys := range t.byKey {
+		for key, posts := range keys {
+			if t.repliers[room][key] == 0 && len(t.messagesWithKey(room, key)) == 0 {
+				v.check(OneOutcome)
+				v.fail(OneOutcome, "room %d got a post that answers no message (key %q): %.60q", room+1, key, posts[0].Content)
+			}
+		}
+	}
+	for _, m := range t.s.messages {
+		done := t.processedSeq(m.ID)
+		if done == 0 {
+			continue // none-pending has it
+		}
+		v.check(OneOutcome)
+		key := t.keyOf[m.ID]
+		posts := t.byKey[m.Room][key]
+		excused := t.interruptedIn(m.Room, t.windowStart(m, done), done)
+		switch {
+		case m.Spec.Outcome.repliesEventually() && m.Spec.Fails < t.s.opts.MaxAttempts:
+			v.check(AbortsUncharged)
+			switch {
+			case len(posts) > 0 && posts[0].Seq < done, excused:
+			case len(posts) > 0:
+				v.fail(OneOutcome, "%s was marked processed before its reply was posted", m.Spec.Label)
+			case t.failedBefore(m.ID, done):
+				v.lost++
+				v.fail(AbortsUncharged, "%s was dead-lettered though drawn to succeed after %d failure(s)", m.Spec.Label, m.Spec.Fails)
+			default:
+				v.lost++
+				v.fail(OneOutcome, "%s was processed without its reply (lost)", m.Spec.Label)
+			}
+		case m.Spec.Outcome.deadLetters():
+			if !excused && !t.failedBefore(m.ID, done) {
+				v.fail(OneOutcome, "%s was consumed without its failure recorded", m.Spec.Label)
+			}
+			fallthrough
+		default:
+			if len(posts) > 0 && t.repliers[m.Room][key] == 0 {
+				v.fail(OneOutcome, "%s got a reply though none was due", m.Spec.Label)
+			}
+		}
+	}
+}
+
+func (t *truth) messagesWithKey(room int, key string) []*sentMessage {
+	var out []*sentMessage
+	for _, m := range t.s.messages {
+		if m.Room == room && t.keyOf[m.ID] == key {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// openAt returns the room's message whose attempt was open at seq.
+func (t *truth) openAt(room, seq int) *sentMessage {
+	for _, m := range t.s.messages {
+		if m.Room != room {
+			continue
+		}
+		open := false
+		for _, mk := range t.marks[m.ID] {
+			if mk.Seq > seq {
+				break
+			}
+			open = mk.Kind == fakeband.StatusProcessing
+		}
+		if open {
+			return m
+		}
+	}
+	return nil
+}
+
+// claimedBetween reports whether a message with key had an attempt opened
+// in (from, to): a new cycle that may post the key again.
+func (t *truth) claimedBetween(room int, key string, from, to int) bool {
+	for _, m := range t.messagesWithKey(room, key) {
+		for _, mk := range t.marks[m.ID] {
+			if mk.Kind == fakeband.StatusProcessing && mk.Seq > from && mk.Seq < to {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sendOf finds the reply POST that applied post p.
+func (t *truth) sendOf(room int, p fakeband.Post, key string) *sendRecord {
+	roomID := t.s.rooms[room].ID
+	for i := range t.sends {
+		sr := &t.sends[i]
+		if sr.Room == roomID && sr.Key == key && sr.Released && sr.Start < p.Seq && (!sr.Answered || sr.End >= p.Seq) {
+			return sr
+		}
+	}
+	return nil
+}
+
+func (t *truth) interrupts(v *judgement) {
+	for _, c := range t.s.controls {
+		if c.Kind != Interrupt || !c.Delivered {
+			continue
+		}
+		for room := range t.s.rooms {
+			if c.Room >= 0 && c.Room != room {
+				continue
+			}
+			v.check(InterruptSilence)
+			m := t.openAt(room, c.Seq)
+			if m == nil {
+				continue
+			}
+			key := t.keyOf[m.ID]
+			for _, p := range t.byKey[room][key] {
+				if p.Seq < c.Seq || t.claimedBetween(room, key, c.Seq, p.Seq) {
+					continue
+				}
+				if sr := t.sendOf(room, p, key); sr != nil && sr.Parked < c.Seq {
+					continue // it had left the agent before the signal
+				}
+				v.fail(InterruptSilence, "%s's reply was sent after the interrupt reached the agent", m.Spec.Label)
+			}
+		}
+	}
+}
+
+func (t *truth) stops(v *judgement) {
+	for i, c := range t.s.controls {
+		if c.Kind != Stop || !c.Delivered {
+			continue
+		}
+		v.check(StopSilence)
+		play := int(^uint(0) >> 1)
+		for _, p := range t.s.controls[i+1:] {
+			if p.Kind == Play && p.Room == c.Room {
+				play = p.Seq
+				break
+			}
+		}
+		roomID := t.s.rooms[c.Room].ID
+		for _, st := range t.starts {
+			if st.Room == roomID && st.Seq >= c.Seq && st.Seq < play {
+				v.fail(StopSilence, "a handler started on %s in room %d after its stop reached the agent, before play", t.labelOf(st.MessageID), c.Room+1)
+			}
+		}
+	}
+}
+
+func (t *truth) labelOf(id string) string {
+	for _, m := range t.s.messages {
+		if m.ID == id {
+			return m.Spec.Label
+		}
+	}
+	return id
+}

@@ -1,0 +1,250 @@
+package proof
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Report is the prover's receipt: what ran, what fired, what was checked,
+// and whether exactly-once held. Two runs with the same seed and flags
+// give the same report apart from WallTime and the rates.
+type Report struct {
+	MasterSeed    int64            `json:"master_seed"`
+	Mode          string           `json:"mode"`
+	Schedules     int              `json:"schedules"`
+	GoVersion     string           `json:"go_version"`
+	Module        string           `json:"module"`
+	ModuleVersion string           `json:"module_version"`
+	Revision      string           `json:"vcs_revision"`
+	Ledger        string           `json:"ledger"`
+	Durable       int              `json:"durable_schedules"`
+	Faults        map[string]int   `json:"faults_triggered"`
+	Invariants    []InvariantCount `json:"invariants"`
+	Messages      int              `json:"messages"`
+	Replies       int              `json:"replies"`
+	Requests      int              `json:"http_requests"`
+	Lives         int              `json:"agent_lives"`
+	DoublePosts   int              `json:"double_posts"`
+	LostMessages  int              `json:"lost_messages"`
+	Exhaustive    *Coverage        `json:"exhaustive,omitempty"`
+	Violating     int              `json:"violating_schedules"`
+	First         *Failure         `json:"first_violation,omitempty"`
+	WallSeconds   float64          `json:"wall_seconds"`
+	SchedulesPerS float64          `json:"schedules_per_second"`
+	RequestsPerS  float64          `json:"requests_per_second"`
+	Replay        string           `json:"replay"`
+	Held          bool             `json:"held"`
+	// Lines has one line per schedule when the run was verbose.
+	Lines []string `json:"-"`
+}
+
+// InvariantCount is how often one invariant was checked and failed.
+type InvariantCount struct {
+	Name     Invariant `json:"name"`
+	Checked  int       `json:"checked"`
+	Violated int       `json:"violated"`
+}
+
+// Failure is the first violation, shrunk to a minimal witness.
+type Failure struct {
+	Seed      int64     `json:"seed"`
+	Schedule  string    `json:"schedule"`
+	Invariant Invariant `json:"invariant"`
+	Reason    string    `json:"reason"`
+	// Witness is the shrunk schedule, one event a line; WitnessOf says
+	// how many events it was shrunk from.
+	Witness   []string `json:"witness"`
+	WitnessOf int      `json:"witness_shrunk_from"`
+	Setting   string   `json:"setting"`
+	Replay    string   `json:"replay"`
+}
+
+func newReport(cfg RunConfig) *Report {
+	r := &Report{MasterSeed: cfg.Seed, GoVersion: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, Ledger: cfg.Ledger}
+	r.Module, r.ModuleVersion, r.Revision = "github.com/band-once/bandonce", "unknown", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Path != "" {
+			r.Module = bi.Main.Path
+		}
+		if bi.Main.Version != "" {
+			r.ModuleVersion = bi.Main.Version
+		}
+		modified := false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				r.Revision = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if modified {
+			r.Revision += " (modified)"
+		}
+	}
+	if cfg.Exhaustive {
+		r.Mode = fmt.Sprintf("exhaustive: every single and double kill point (both kinds) over 1 room, 1–%d messages", min(max(cfg.ExhaustiveMessages, 0), 3))
+		if cfg.ExhaustiveMessages <= 0 {
+			r.Mode = "exhaustive: every single and double kill point (both kinds) over 1 room, 1–3 messages"
+		}
+		r.Replay = replayCommand(cfg, cfg.Seed, 0)
+	} else {
+		g := cfg.Gen.withDefaults()
+		r.Mode = fmt.Sprintf("random: %d–%d rooms, %d–%d messages each, up to %d faults or control actions",
+			g.MinRooms, g.MaxRooms, g.MinMessages, g.MaxMessages, g.MaxFaults)
+		r.Replay = replayCommand(cfg, cfg.Seed, cfg.Schedules)
+	}
+	return r
+}
+
+// replayCommand is the command line that reruns the run (or one
+// schedule of it).
+func replayCommand(cfg RunConfig, seed int64, schedules int) string {
+	cmd := fmt.Sprintf("go run ./cmd/proof -seed %d", seed)
+	if cfg.Exhaustive {
+		cmd += " -exhaustive"
+	} else {
+		cmd += fmt.Sprintf(" -schedules %d", schedules)
+	}
+	if cfg.Ledger != "" && !strings.HasPrefix(cfg.Ledger, string(LedgerMemory)) {
+		cmd += " -ledger " + strings.Fields(cfg.Ledger)[0]
+	}
+	return cmd
+}
+
+func (r *Report) add(a *aggregate) {
+	r.Schedules = a.schedules
+	r.Faults = a.faults
+	for _, inv := range Invariants {
+		r.Invariants = append(r.Invariants, InvariantCount{Name: inv, Checked: a.checks[inv], Violated: a.violations[inv]})
+	}
+	r.Messages, r.Replies, r.Requests, r.Lives = a.messages, a.replies, a.requests, a.lives
+	r.DoublePosts, r.LostMessages, r.Violating, r.Durable = a.doublePosts, a.lost, a.violating, a.durable
+	for _, l := range a.lines {
+		r.Lines = append(r.Lines, l.line)
+	}
+}
+
+func (r *Report) finish(wall time.Duration) {
+	r.WallSeconds = wall.Seconds()
+	if wall > 0 {
+		r.SchedulesPerS = float64(r.Schedules) / wall.Seconds()
+		r.RequestsPerS = float64(r.Requests) / wall.Seconds()
+	}
+	r.Held = r.Violating == 0 && r.Schedules > 0
+}
+
+// describeFailure shrinks the first violating schedule into a witness.
+func describeFailure(t *testing.T, cfg RunConfig, bad *Result) *Failure {
+	v := bad.Violation
+	small, res := Shrink(t, bad.Schedule, cfg.Engine, v.Invariant, cfg.ShrinkBudget)
+	f := &Failure{
+		Seed: bad.Schedule.Seed, Schedule: bad.Schedule.Name, Invariant: v.Invariant, Reason: v.Reason,
+		WitnessOf: len(bad.Schedule.Events),
+		Replay:    replayCommand(cfg, bad.Schedule.Seed, 1),
+	}
+	if cfg.Exhaustive {
+		f.Replay = replayCommand(cfg, cfg.Seed, 0)
+	}
+	if res.Violation != nil {
+		f.Reason = res.Violation.Reason // the reason as the witness shows it
+	}
+	ledger := "a fresh ledger every life"
+	if small.Durable {
+		ledger = "a durable ledger kept across lives"
+	}
+	f.Setting = fmt.Sprintf("%d room(s), %s", small.Rooms, ledger)
+	for _, e := range small.Events {
+		f.Witness = append(f.Witness, e.String())
+	}
+	return f
+}
+
+// FinalLine is the receipt's last line.
+func (r *Report) FinalLine() string {
+	if r.Held {
+		return fmt.Sprintf("exactly-once held across %d schedules: %d double-posts, %d lost messages", r.Schedules, r.DoublePosts, r.LostMessages)
+	}
+	return fmt.Sprintf("exactly-once did NOT hold across %d schedules: %d double-posts, %d lost messages, %d schedules violated an invariant",
+		r.Schedules, r.DoublePosts, r.LostMessages, r.Violating)
+}
+
+// timingPrefixes mark the receipt's lines that depend on the machine.
+var timingPrefixes = []string{"wall time", "throughput"}
+
+// IsTimingLine reports whether a receipt line is one of the timing lines,
+// the only lines that differ between two runs with the same seed.
+func IsTimingLine(line string) bool {
+	for _, p := range timingPrefixes {
+		if strings.HasPrefix(line, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteText writes the receipt as text.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-21s%s\n", k, fmt.Sprintf(format, args...)) }
+	b.WriteString("band-once kill-storm prover: receipt\n")
+	row("master seed", "%d", r.MasterSeed)
+	row("mode", "%s", r.Mode)
+	row("schedules", "%d", r.Schedules)
+	row("go", "%s", r.GoVersion)
+	row("module", "%s %s, revision %s", r.Module, r.ModuleVersion, r.Revision)
+	row("ledger", "%s", r.Ledger)
+	row("", "%d of %d schedules kept a durable ledger across kills", r.Durable, r.Schedules)
+	b.WriteString("faults triggered     (fired, not merely drawn)\n")
+	names := make([]string, 0, len(r.Faults))
+	for k := range r.Faults {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		fmt.Fprintf(&b, "  %-27s%8d\n", k, r.Faults[k])
+	}
+	fmt.Fprintf(&b, "invariants %26s %9s\n", "checked", "violated")
+	for _, c := range r.Invariants {
+		fmt.Fprintf(&b, "  %-27s%8d %9d\n", c.Name, c.Checked, c.Violated)
+	}
+	row("totals", "%d messages, %d replies, %d HTTP requests, %d agent lives", r.Messages, r.Replies, r.Requests, r.Lives)
+	if c := r.Exhaustive; c != nil {
+		row("exhaustive coverage", "%d distinct schedules: %d baselines, %d single-kill, %d double-kill over %d kill points",
+			c.Total, c.Baselines, c.Singles, c.Pairs, c.KillPoints)
+		for _, name := range c.Configurations {
+			row("", "%s", name)
+		}
+	} else {
+		row("exhaustive coverage", "not run (add -exhaustive)")
+	}
+	if f := r.First; f != nil {
+		row("violating schedules", "%d of %d", r.Violating, r.Schedules)
+		row("first violation", "seed %d (%s): %s: %s", f.Seed, f.Schedule, f.Invariant, f.Reason)
+		row("minimal witness", "%d of %d events; %s", len(f.Witness), f.WitnessOf, f.Setting)
+		for i, w := range f.Witness {
+			row("", "%d. %s", i+1, w)
+		}
+		row("replay it", "%s", f.Replay)
+	}
+	row("wall time", "%.2fs", r.WallSeconds)
+	row("throughput", "%.0f schedules/s, %.0f requests/s", r.SchedulesPerS, r.RequestsPerS)
+	row("replay", "%s", r.Replay)
+	b.WriteString(r.FinalLine() + "\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes the receipt as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

@@ -1,0 +1,197 @@
+package proof
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// RunConfig is one run of the prover.
+type RunConfig struct {
+	// Seed is the master seed. Random schedule i has seed Seed+i, so
+	// "-seed S+i -schedules 1" replays it alone.
+	Seed int64
+	// Schedules is how many random schedules to run.
+	Schedules int
+	// Exhaustive runs the exhaustive kill-point enumeration instead of
+	// random schedules, over configurations of up to ExhaustiveMessages
+	// messages (zero means 3).
+	Exhaustive         bool
+	ExhaustiveMessages int
+	// Workers run schedules in parallel; zero means GOMAXPROCS.
+	Workers int
+	// Gen shapes the random schedules.
+	Gen GenOptions
+	// Engine configures every schedule's run.
+	Engine Options
+	// Ledger describes the agent's ledger for the receipt.
+	Ledger string
+	// Verbose keeps one summary line per schedule in the report.
+	Verbose bool
+	// Progress, if set, is called now and then with schedules done and
+	// the total (0 while the total is not known).
+	Progress func(done, total int)
+	// ShrinkBudget bounds the re-runs spent shrinking the first
+	// violation; zero means 400.
+	ShrinkBudget int
+}
+
+// Run runs the prover and returns its report. It needs a *testing.T
+// because every schedule runs in a synctest bubble; it never fails t.
+func Run(t *testing.T, cfg RunConfig) *Report {
+	start := time.Now()
+	if cfg.Workers <= 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	cfg.Engine = cfg.Engine.withDefaults()
+	cfg.Gen.MaxAttempts = cfg.Engine.MaxAttempts
+	rep := newReport(cfg)
+	var agg *aggregate
+	if cfg.Exhaustive {
+		var cov Coverage
+		agg, cov = runExhaustive(t, cfg)
+		rep.Exhaustive = &cov
+	} else {
+		agg = runAll(t, cfg, cfg.Schedules, func(i int) *Schedule { return Random(cfg.Seed+int64(i), cfg.Gen) })
+	}
+	rep.add(agg)
+	if agg.firstBad != nil {
+		rep.First = describeFailure(t, cfg, agg.firstBad)
+	}
+	rep.finish(time.Since(start))
+	return rep
+}
+
+// aggregate sums the results of many schedules; order does not matter,
+// except for firstBad, the violating schedule with the lowest index.
+type aggregate struct {
+	schedules          int
+	checks, violations map[Invariant]int
+	faults             map[string]int
+	messages, replies  int
+	requests, lives    int
+	doublePosts, lost  int
+	violating, durable int
+	firstBad           *Result
+	firstBadIndex      int
+	lines              []indexedLine
+}
+
+type indexedLine struct {
+	i    int
+	line string
+}
+
+func newAggregate() *aggregate {
+	return &aggregate{checks: map[Invariant]int{}, violations: map[Invariant]int{}, faults: map[string]int{}, firstBadIndex: -1}
+}
+
+func (a *aggregate) add(i int, r Result, verbose bool) {
+	a.schedules++
+	for k, v := range r.Checks {
+		a.checks[k] += v
+	}
+	for k, v := range r.Violations {
+		a.violations[k] += v
+	}
+	for k, v := range r.Faults {
+		a.faults[k] += v
+	}
+	a.messages += r.Messages
+	a.replies += r.Replies
+	a.requests += r.Requests
+	a.lives += r.Lives
+	a.doublePosts += r.DoublePosts
+	a.lost += r.Lost
+	if r.Violation != nil {
+		a.violating++
+	}
+	if r.Schedule.Durable {
+		a.durable++
+	}
+	if r.Violation != nil && (a.firstBadIndex < 0 || i < a.firstBadIndex) {
+		rc := r
+		a.firstBad, a.firstBadIndex = &rc, i
+	}
+	if verbose {
+		a.lines = append(a.lines, indexedLine{i, summaryLine(r)})
+	}
+}
+
+func (a *aggregate) merge(b *aggregate) {
+	a.schedules += b.schedules
+	for k, v := range b.checks {
+		a.checks[k] += v
+	}
+	for k, v := range b.violations {
+		a.violations[k] += v
+	}
+	for k, v := range b.faults {
+		a.faults[k] += v
+	}
+	a.messages += b.messages
+	a.replies += b.replies
+	a.requests += b.requests
+	a.lives += b.lives
+	a.doublePosts += b.doublePosts
+	a.lost += b.lost
+	a.violating += b.violating
+	a.durable += b.durable
+	if b.firstBad != nil && (a.firstBadIndex < 0 || b.firstBadIndex < a.firstBadIndex) {
+		a.firstBad, a.firstBadIndex = b.firstBad, b.firstBadIndex
+	}
+	a.lines = append(a.lines, b.lines...)
+}
+
+func summaryLine(r Result) string {
+	verdict := "ok"
+	if r.Violation != nil {
+		verdict = r.Violation.Error()
+	}
+	return fmt.Sprintf("%s: rooms=%d messages=%d events=%d requests=%d lives=%d: %s",
+		r.Schedule.Name, r.Schedule.Rooms, r.Messages, len(r.Schedule.Events), r.Requests, r.Lives, verdict)
+}
+
+// runAll runs n schedules on cfg.Workers goroutines.
+func runAll(t *testing.T, cfg RunConfig, n int, schedule func(i int) *Schedule) *aggregate {
+	return runEach(t, cfg, n, schedule, nil)
+}
+
+// runEach is runAll that also hands every result to keep, under a lock.
+func runEach(t *testing.T, cfg RunConfig, n int, schedule func(i int) *Schedule, keep func(i int, r Result)) *aggregate {
+	var next, done atomic.Int64
+	var mu sync.Mutex
+	total := newAggregate()
+	var wg sync.WaitGroup
+	for range min(cfg.Workers, max(n, 1)) {
+		wg.Go(func() {
+			mine := newAggregate()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					break
+				}
+				r := Simulate(t, schedule(i), cfg.Engine)
+				mine.add(i, r, cfg.Verbose)
+				if keep != nil {
+					mu.Lock()
+					keep(i, r)
+					mu.Unlock()
+				}
+				if d := done.Add(1); cfg.Progress != nil && d%25 == 0 {
+					cfg.Progress(int(d), n)
+				}
+			}
+			mu.Lock()
+			total.merge(mine)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(total.lines, func(a, b indexedLine) int { return a.i - b.i })
+	return total
+}

@@ -1,0 +1,295 @@
+package proof
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// Schedule is one seeded scenario: rooms, the humans' messages and a plan
+// of faults and control actions. The engine runs it deterministically, so
+// a Schedule is its own replay.
+type Schedule struct {
+	// Seed seeds the fake Band and the agent's jitter.
+	Seed int64
+	// Name says where the schedule came from, for reports.
+	Name string
+	// Rooms is how many rooms the agent is in, from the start.
+	Rooms int
+	// Durable asks for an agent ledger that survives kills.
+	Durable bool
+	// Events happen in order; see Event.
+	Events []Event
+}
+
+// EventKind says what an Event does.
+type EventKind int
+
+// Event kinds. The request-bound kinds (KillBefore through StaleNext) act
+// on one request at the gate; the others act on the world when they fire.
+const (
+	// Say: a human posts Spec in Room, mentioning the agent.
+	Say EventKind = iota
+	// KillBefore: the request is never sent; the agent's life is killed.
+	KillBefore
+	// KillAfter: the fake applies the request, the response never
+	// arrives, and the agent's life is killed.
+	KillAfter
+	// Throttle: the request is answered 429, with RetryAfter if set and
+	// otherwise with an empty body, like Band's load balancer.
+	Throttle
+	// ServerError: Count consecutive requests to the endpoint are
+	// answered Status (a 5xx) without being applied.
+	ServerError
+	// Latency: the request waits Delay at the fake before it is served.
+	Latency
+	// LoseResponse: the fake applies the request and the response is
+	// lost; the agent lives on.
+	LoseResponse
+	// StaleNext: /next serves the message most recently processed, as a
+	// stale replica would.
+	StaleNext
+	// Interrupt: Band interrupts the agent in Room, or everywhere when
+	// Room is -1. Push says how its push travels.
+	Interrupt
+	// Stop: the room's owner stops the agent in Room.
+	Stop
+	// Play: the room's owner resumes the agent in Room.
+	Play
+	// DropSocket: the agent's socket connections drop, as a network
+	// failure would.
+	DropSocket
+	// PushFault: the next PushEvent push the agent would receive is lost,
+	// duplicated or delayed (Push).
+	PushFault
+)
+
+var eventNames = [...]string{
+	Say: "say", KillBefore: "kill-before", KillAfter: "kill-after", Throttle: "throttle",
+	ServerError: "server-error", Latency: "latency", LoseResponse: "lose-response",
+	StaleNext: "stale-next", Interrupt: "interrupt", Stop: "stop", Play: "play",
+	DropSocket: "drop-socket", PushFault: "push-fault",
+}
+
+func (k EventKind) String() string {
+	if k >= 0 && int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// requestBound reports whether the kind acts on one request at the gate.
+func (k EventKind) requestBound() bool { return k >= KillBefore && k <= StaleNext }
+
+// PushMode is how a control push (or, for PushFault, the next push)
+// travels to the agent.
+type PushMode int
+
+// Push modes.
+const (
+	PushNormal PushMode = iota
+	PushLost
+	PushDuplicated
+	PushLate
+)
+
+func (m PushMode) String() string {
+	return [...]string{"normal", "lost", "duplicated", "late"}[m]
+}
+
+// Event is one step of a schedule. Events fire in list order. An event
+// becomes due when the At-th request of the run (1-based, counted at the
+// gate) is about to be released, or, when After is set, After of virtual
+// time after request At-1 was released, whichever comes first; At 0 fires
+// before the agent's first life starts. A request-bound event then waits
+// for the next request to Endpoint ("" for any) and acts on it. When the
+// system stalls or goes quiet with events left, the next one fires at
+// once.
+type Event struct {
+	At       int
+	After    time.Duration
+	Kind     EventKind
+	Endpoint fakeband.Endpoint // request-bound kinds only
+	Room     int               // Say and control kinds: the room's index; -1 is agent-wide (Interrupt only)
+	Spec     MessageSpec       // Say
+	Status   int               // Throttle (429) and ServerError (5xx)
+	// RetryAfter is Throttle's Retry-After header, in seconds; "" sends
+	// an empty 429.
+	RetryAfter string
+	Count      int           // ServerError: the burst's length
+	Delay      time.Duration // Latency, and PushLate
+	Push       PushMode      // control kinds and PushFault
+	PushEvent  string        // PushFault: the push it disturbs, e.g. "message_created"
+}
+
+// String describes the event in one line, for witnesses.
+func (e Event) String() string {
+	var b strings.Builder
+	if e.At == 0 {
+		b.WriteString("before start: ")
+	} else {
+		fmt.Fprintf(&b, "@req %d", e.At)
+		if e.After > 0 {
+			fmt.Fprintf(&b, " (or %s after req %d)", e.After, e.At-1)
+		}
+		b.WriteString(": ")
+	}
+	room := fmt.Sprintf("room %d", e.Room+1)
+	if e.Room < 0 {
+		room = "every room"
+	}
+	target := "the next request"
+	if e.Endpoint != "" {
+		target = "the next " + string(e.Endpoint) + " request"
+	}
+	switch e.Kind {
+	case Say:
+		fmt.Fprintf(&b, "human says %s in %s", e.Spec, room)
+	case KillBefore:
+		fmt.Fprintf(&b, "kill the agent before %s is sent", target)
+	case KillAfter:
+		fmt.Fprintf(&b, "kill the agent after the fake applied %s, before its response", target)
+	case Throttle:
+		if e.RetryAfter != "" {
+			fmt.Fprintf(&b, "429 with Retry-After %ss on %s", e.RetryAfter, target)
+		} else {
+			fmt.Fprintf(&b, "empty 429 on %s", target)
+		}
+	case ServerError:
+		fmt.Fprintf(&b, "%d on %s and the %d after it to that endpoint", e.Status, target, max(e.Count, 1)-1)
+	case Latency:
+		fmt.Fprintf(&b, "%s latency on %s", e.Delay, target)
+	case LoseResponse:
+		fmt.Fprintf(&b, "lose the response of %s (applied)", target)
+	case StaleNext:
+		fmt.Fprintf(&b, "stale replica answers %s", target)
+	case Interrupt, Stop, Play:
+		fmt.Fprintf(&b, "%s %s", e.Kind, room)
+		if e.Push != PushNormal {
+			fmt.Fprintf(&b, " (push %s", e.Push)
+			if e.Push == PushLate {
+				fmt.Fprintf(&b, " by %s", e.Delay)
+			}
+			b.WriteString(")")
+		}
+	case DropSocket:
+		b.WriteString("drop the agent's socket")
+	case PushFault:
+		fmt.Fprintf(&b, "next %s push %s", e.PushEvent, e.Push)
+		if e.Push == PushLate {
+			fmt.Fprintf(&b, " by %s", e.Delay)
+		}
+	default:
+		b.WriteString(e.Kind.String())
+	}
+	return b.String()
+}
+
+// Outcome is what the prover's handler does with a message. It travels in
+// the message's text, so a killed and restarted agent does the same.
+type Outcome int
+
+// Outcomes.
+const (
+	// Reply: reply after Fails failures.
+	Reply Outcome = iota
+	// NoReply: consume the message without a reply.
+	NoReply
+	// PanicThenReply: panic Fails times, then reply.
+	PanicThenReply
+	// PermanentFailure: fail with bandonce.Permanent; dead-lettered at once.
+	PermanentFailure
+	// AlwaysFail: fail every time; dead-lettered when the budget runs out.
+	AlwaysFail
+)
+
+var outcomeNames = [...]string{"reply", "no-reply", "panic-then-reply", "permanent", "always-fail"}
+
+func (o Outcome) String() string {
+	if o >= 0 && int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// repliesEventually reports whether a reply is due once the failures are
+// behind it.
+func (o Outcome) repliesEventually() bool { return o == Reply || o == PanicThenReply }
+
+// deadLetters reports whether the message is bound to be given up on.
+func (o Outcome) deadLetters() bool { return o == PermanentFailure || o == AlwaysFail }
+
+// MessageSpec is one human message and what the handler does with it.
+type MessageSpec struct {
+	// Label names the message in reports ("r1m2"); it survives shrinking.
+	Label   string
+	Outcome Outcome
+	// Fails is how many failures (or panics) come before the reply.
+	Fails int
+	// Slow is how long the handler works, honouring its context.
+	Slow time.Duration
+	// Key is the reply's natural dedup key; "" means the message's
+	// default key. Messages sharing a key share one reply.
+	Key string
+}
+
+// String is the spec as the human writes it; parseSpec reads it back.
+func (s MessageSpec) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", s.Label, s.Outcome)
+	if s.Fails > 0 {
+		fmt.Fprintf(&b, " fails=%d", s.Fails)
+	}
+	if s.Slow > 0 {
+		fmt.Fprintf(&b, " slow=%s", s.Slow)
+	}
+	if s.Key != "" {
+		fmt.Fprintf(&b, " key=%s", s.Key)
+	}
+	return b.String()
+}
+
+// ParseSpec reads a spec written by MessageSpec.String, as the handler
+// does from a message's body.
+func ParseSpec(text string) (MessageSpec, error) {
+	fields := strings.Fields(text)
+	if len(fields) < 2 {
+		return MessageSpec{}, fmt.Errorf("proof: not a message spec: %q", text)
+	}
+	s := MessageSpec{Label: fields[0], Outcome: -1}
+	for i, name := range outcomeNames {
+		if fields[1] == name {
+			s.Outcome = Outcome(i)
+		}
+	}
+	if s.Outcome < 0 {
+		return MessageSpec{}, fmt.Errorf("proof: unknown outcome %q", fields[1])
+	}
+	for _, f := range fields[2:] {
+		name, value, _ := strings.Cut(f, "=")
+		var err error
+		switch name {
+		case "fails":
+			_, err = fmt.Sscanf(value, "%d", &s.Fails)
+		case "slow":
+			s.Slow, err = time.ParseDuration(value)
+		case "key":
+			s.Key = value
+		default:
+			err = fmt.Errorf("unknown field %q", name)
+		}
+		if err != nil {
+			return MessageSpec{}, fmt.Errorf("proof: bad spec %q: %w", text, err)
+		}
+	}
+	return s, nil
+}
+
+// clone returns a copy whose Events can be changed freely.
+func (s *Schedule) clone() *Schedule {
+	c := *s
+	c.Events = append([]Event(nil), s.Events...)
+	return &c
+}

@@ -1,0 +1,79 @@
+package proof
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// The real Shell, through the real HTTP stack, under random schedules
+// with the default master seed.
+func TestShellHoldsUnderRandomSchedules(t *testing.T) {
+	n := 300
+	if raceEnabled {
+		n = 120
+	}
+	rep := Run(t, RunConfig{Seed: 20260616, Schedules: n})
+	if !assert.True(t, rep.Held, "see /work/notes/bugs-from-proof.md") {
+		f := rep.First
+		t.Logf("first violation: seed %d %s: %s; witness (%s):", f.Seed, f.Invariant, f.Reason, f.Setting)
+		for _, w := range f.Witness {
+			t.Logf("  %s", w)
+		}
+	}
+	assert.Equal(t, n, rep.Schedules)
+	for _, kind := range []string{"kill_before_send", "kill_after_apply", "lost_response", "server_5xx", "stop", "interrupt"} {
+		assert.Positive(t, rep.Faults[kind], "fault %s never fired", kind)
+	}
+}
+
+// The real Shell under every single and double kill point of small
+// worlds, both kinds of kill.
+func TestShellHoldsUnderExhaustiveKills(t *testing.T) {
+	cfg := RunConfig{Seed: 20260616, Exhaustive: true}
+	if raceEnabled {
+		cfg.ExhaustiveMessages = 1
+	}
+	rep := Run(t, cfg)
+	require.NotNil(t, rep.Exhaustive)
+	c := rep.Exhaustive
+	assert.True(t, rep.Held, "first violation: %+v", rep.First)
+	assert.Equal(t, c.Total, rep.Schedules)
+	assert.Equal(t, c.Baselines+c.Singles+c.Pairs, c.Total)
+	assert.Equal(t, 2*c.KillPoints, c.Singles, "both kinds at every kill point")
+	assert.Greater(t, c.Pairs, c.Singles)
+	assert.Equal(t, c.Singles+2*c.Pairs, rep.Faults["kill_before_send"]+rep.Faults["kill_after_apply"],
+		"every enumerated kill fired")
+}
+
+// Shell defect (see /work/notes/bugs-from-proof.md): after an ambiguous
+// reply POST the Shell re-reads the room and posts again even though an
+// interrupt reached it in between. Gate indices: 1 me, 2 chats, 3 next,
+// 4 socket, 5 processing, 6 post (429), 7 the re-guard read.
+func TestShellRepostsAfterInterrupt(t *testing.T) {
+	s := &Schedule{Seed: 1, Rooms: 1, Name: "repost after interrupt", Events: []Event{
+		{Kind: Say, Spec: MessageSpec{Label: "r1m1", Outcome: Reply}},
+		{At: 1, Kind: Throttle, Endpoint: fakeband.EndpointPost, Status: 429},
+		{At: 7, Kind: Interrupt, Room: 0},
+	}}
+	res := Simulate(t, s, Options{})
+	assert.Nil(t, res.Violation, "the reply must not be posted after the interrupt reached the Shell")
+}
+
+// Shell defect (see /work/notes/bugs-from-proof.md): the cycle is armed
+// before GET /next answers, so an interrupt during a slow (or retried)
+// /next consumes the message it then serves, even one posted after the
+// interrupt, without running the handler.
+func TestShellInterruptConsumesALaterMessage(t *testing.T) {
+	s := &Schedule{Seed: 1, Rooms: 1, Name: "interrupt consumes a later message", Events: []Event{
+		{At: 1, Kind: Latency, Endpoint: fakeband.EndpointNext, Delay: time.Second},
+		{At: 5, After: 100 * time.Millisecond, Kind: Interrupt, Room: 0},
+		{At: 5, After: 200 * time.Millisecond, Kind: Say, Spec: MessageSpec{Label: "r1m1", Outcome: Reply}},
+	}}
+	res := Simulate(t, s, Options{})
+	assert.Nil(t, res.Violation, "a message posted after the interrupt must still be answered")
+}

@@ -1,0 +1,165 @@
+package proof
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/boltledger"
+)
+
+// LedgerKind names the ledger a durable schedule keeps across lives.
+type LedgerKind string
+
+// Ledger kinds.
+const (
+	// LedgerMemory keeps a MemoryLedger across lives and reports it
+	// durable: a kill cannot lose a write that returned, which is what a
+	// durable store promises.
+	LedgerMemory LedgerKind = "memory"
+	// LedgerBolt keeps a boltledger file, reopened by every life.
+	LedgerBolt LedgerKind = "bolt"
+)
+
+// ShellConfig configures the prover's own agent, a bandonce.Shell.
+type ShellConfig struct {
+	// Durable is the ledger schedules with Durable set keep across
+	// lives. Other schedules get a fresh MemoryLedger every life. Empty
+	// means LedgerMemory.
+	Durable LedgerKind
+	// Dir holds the bolt files; required with LedgerBolt.
+	Dir string
+	// MaxAttempts is the Shell's failure budget. Zero means 3.
+	MaxAttempts int
+}
+
+// Shell timing under the prover: short, so a schedule's virtual time
+// stays small, and far apart from each other, so they do not race.
+const (
+	shellRequestTimeout = 2 * time.Second
+	shellPollInterval   = 250 * time.Millisecond
+	shellResyncInterval = 5 * time.Second
+	shellMarkTimeout    = 3 * time.Second
+	shellShutdown       = 100 * time.Millisecond
+)
+
+var boltFiles atomic.Int64
+
+// ShellAgent is the prover's default agent: a bandonce.Shell (socket on,
+// small intervals, seeded jitter) whose handler does what each message's
+// spec says and counts its starts and failures through External, so the
+// counts survive kills.
+func ShellAgent(cfg ShellConfig) func(*Schedule) (Factory, func()) {
+	return func(s *Schedule) (Factory, func()) {
+		var keep bandonce.Ledger
+		path := ""
+		if s.Durable {
+			if cfg.Durable == LedgerBolt {
+				path = filepath.Join(cfg.Dir, fmt.Sprintf("ledger-%d.db", boltFiles.Add(1)))
+			} else {
+				keep = &durableMemory{bandonce.NewMemoryLedger()}
+			}
+		}
+		cleanup := func() {
+			if path != "" {
+				_ = os.Remove(path)
+			}
+		}
+		return func() Agent {
+			return func(ctx context.Context, env Env) error {
+				ledger := keep
+				if path != "" {
+					l, err := boltledger.Open(path, boltledger.Options{AgentID: env.AgentID})
+					if err != nil {
+						return err
+					}
+					defer l.Close()
+					ledger = l
+				}
+				if ledger == nil {
+					ledger = bandonce.NewMemoryLedger()
+				}
+				return runShell(ctx, env, ledger, cfg.MaxAttempts)
+			}
+		}, cleanup
+	}
+}
+
+func runShell(ctx context.Context, env Env, ledger bandonce.Ledger, maxAttempts int) error {
+	seed := env.Seed
+	if seed == 0 {
+		seed = 1
+	}
+	sh, err := bandonce.New(bandonce.Config{
+		APIKey:          env.APIKey,
+		BaseURL:         env.BaseURL,
+		SocketURL:       env.SocketURL,
+		HTTPClient:      env.HTTPClient,
+		Handler:         SpecHandler(env.External),
+		Ledger:          ledger,
+		MaxAttempts:     maxAttempts,
+		Retry:           bandonce.RetryPolicy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxRetryAfter: time.Second, Seed: seed},
+		RequestTimeout:  shellRequestTimeout,
+		PollInterval:    shellPollInterval,
+		ResyncInterval:  shellResyncInterval,
+		MarkTimeout:     shellMarkTimeout,
+		ShutdownTimeout: shellShutdown,
+	})
+	if err != nil {
+		return err
+	}
+	return sh.Run(ctx)
+}
+
+// SpecHandler is the prover's handler: it reads the message's spec from
+// its body and does what it says, recording its start and its failures in
+// ext so a later life knows how many failures are behind it.
+func SpecHandler(ext *External) bandonce.Handler {
+	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		spec, err := ParseSpec(m.Body())
+		if err != nil {
+			return nil, bandonce.Permanent(err)
+		}
+		if _, err := ext.Started(m.RoomID, m.ID); err != nil {
+			return nil, err
+		}
+		if spec.Slow > 0 {
+			t := time.NewTimer(spec.Slow)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		switch spec.Outcome {
+		case NoReply:
+			return nil, nil
+		case PermanentFailure:
+			return nil, bandonce.Permanent(errors.New("drawn permanent failure"))
+		case AlwaysFail:
+			return nil, errors.New("drawn failure")
+		}
+		failures := "failures:" + m.ID
+		if ext.Count(failures) < spec.Fails {
+			if _, err := ext.Effect(failures); err != nil {
+				return nil, err
+			}
+			if spec.Outcome == PanicThenReply {
+				panic("drawn panic")
+			}
+			return nil, errors.New("drawn failure")
+		}
+		return &bandonce.Reply{Content: "done: " + spec.Label, Mentions: []string{m.SenderID}, DedupKey: spec.Key}, nil
+	}
+}
+
+// durableMemory is a MemoryLedger kept across lives and so durable.
+type durableMemory struct{ *bandonce.MemoryLedger }
+
+func (durableMemory) Durable() bool { return true }
