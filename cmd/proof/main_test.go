@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// TestMain doubles as the command: with PROOF_MAIN set, the test binary
+// runs main with PROOF_ARGS, so the tests can check the real exit code and
+// output streams.
+func TestMain(m *testing.M) {
+	if os.Getenv("PROOF_MAIN") == "1" {
+		os.Args = append([]string{"proof"}, strings.Fields(os.Getenv("PROOF_ARGS"))...)
+		main()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func runCommand(t *testing.T, args string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "PROOF_MAIN=1", "PROOF_ARGS="+args)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+func TestFlags(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, options{seed: defaultSeed, schedules: 10000, ledger: "memory"}, o)
+
+	o, err = parseFlags([]string{"-seed", "7", "-schedules", "3", "-json", "-v", "-ledger", "bolt", "-exhaustive"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, options{seed: 7, schedules: 3, exhaustive: true, json: true, verbose: true, ledger: "bolt"}, o)
+
+	for _, bad := range [][]string{{"-ledger", "sqlite"}, {"-schedules", "0"}, {"extra"}, {"-nope"}} {
+		_, err := parseFlags(bad, io.Discard)
+		assert.Error(t, err, "%v", bad)
+	}
+	_, err = parseFlags([]string{"-h"}, io.Discard)
+	assert.ErrorIs(t, err, flag.ErrHelp)
+}
+
+func TestTheCommandPrintsOnlyTheReceiptAndExitsZeroWhenItHeld(t *testing.T) {
+	stdout, stderr, code := runCommand(t, "-schedules 8")
+	assert.Equal(t, 0, code)
+	assert.Empty(t, stderr, "nothing on stderr when it is not a terminal")
+	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
+	require.NotEmpty(t, lines)
+	assert.Equal(t, "band-once kill-storm prover: receipt", lines[0], "the testing framework's own lines are hidden")
+	assert.Equal(t, "exactly-once held across 8 schedules: 0 double-posts, 0 lost messages", lines[len(lines)-1])
+	assert.Contains(t, stdout, "replay               go run ./cmd/proof -seed 20260616 -schedules 8")
+	assert.NotContains(t, stdout, "PASS")
+}
+
+func TestBadFlagsExitTwo(t *testing.T) {
+	stdout, stderr, code := runCommand(t, "-ledger sqlite")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "-ledger must be memory or bolt")
+}
+
+func TestTheReceiptAsJSON(t *testing.T) {
+	var out bytes.Buffer
+	held := prove(t, options{seed: 11, schedules: 6, json: true, ledger: "memory"}, &out, os.Stderr)
+	assert.True(t, held)
+	var rep struct {
+		MasterSeed int64          `json:"master_seed"`
+		Schedules  int            `json:"schedules"`
+		Held       bool           `json:"held"`
+		Requests   int            `json:"http_requests"`
+		Faults     map[string]int `json:"faults_triggered"`
+		Invariants []struct {
+			Name    string `json:"name"`
+			Checked int    `json:"checked"`
+		} `json:"invariants"`
+		Replay string `json:"replay"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	assert.Equal(t, int64(11), rep.MasterSeed)
+	assert.Equal(t, 6, rep.Schedules)
+	assert.True(t, rep.Held)
+	assert.Positive(t, rep.Requests)
+	assert.NotEmpty(t, rep.Invariants)
+	assert.Equal(t, "go run ./cmd/proof -seed 11 -schedules 6", rep.Replay)
+}
+
+func TestTheBoltLedger(t *testing.T) {
+	var out bytes.Buffer
+	held := prove(t, options{seed: 5, schedules: 12, ledger: "bolt", verbose: true}, &out, os.Stderr)
+	assert.True(t, held, out.String())
+	assert.Contains(t, out.String(), "ledger               bolt:")
+	assert.NotContains(t, out.String(), " 0 of 12 schedules kept a durable ledger", "some schedules used the bolt file")
+	assert.Contains(t, out.String(), "-ledger bolt")
+	assert.Contains(t, out.String(), "random seed 5: rooms=", "-v prints one line per schedule")
+}
