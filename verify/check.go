@@ -1,0 +1,272 @@
+package verify
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Result is the verdict of a check, or of the whole suite.
+type Result struct {
+	// OK: every schedule held every rule.
+	OK bool
+	// Schedules is how many schedules ran: all of them on a pass, up to
+	// and including the violating one on a failure.
+	Schedules int
+	// Check names the check that found the violation.
+	Check string
+	// FirstViolatingSeed is the seed of the first schedule that broke a
+	// rule; Reason names the defect in one clause.
+	FirstViolatingSeed int64
+	Reason             string
+	// Witness is the shrunk schedule that still shows the defect, one
+	// event a line, then the external system's plan.
+	Witness []string
+	// Replay is the command that runs the violating schedule alone.
+	Replay string
+	// NotApplicable lists, one line each, what the checks could not
+	// exercise for this agent and why. Nothing is skipped silently.
+	NotApplicable []string
+}
+
+// Check is one exported check of the suite.
+type Check struct {
+	// Name is the check's name, as EnvCheck takes it.
+	Name string
+	// Doc says in one line what its schedules do.
+	Doc string
+	// Run runs the check alone.
+	Run func(t testing.TB, f Factory, opts ...Option) Result
+}
+
+// Checks is the suite ExactlyOnce runs, in order.
+var Checks = []Check{
+	{"kill-before-post", defKillBeforePost.doc, KillBeforePost},
+	{"kill-after-post", defKillAfterPost.doc, KillAfterPost},
+	{"lost-ack", defLostAck.doc, LostAck},
+	{"lost-reply", defLostReply.doc, LostReply},
+	{"duplicate-delivery", defDuplicateDelivery.doc, DuplicateDelivery},
+	{"transient-errors", defTransientErrors.doc, TransientErrors},
+	{"handler-errors", defHandlerErrors.doc, HandlerErrors},
+	{"natural-keys", defNaturalKeys.doc, NaturalKeys},
+	{"long-room", defLongRoom.doc, LongRoom},
+	{"interrupt", defInterrupt.doc, Interrupt},
+	{"stop-and-play", defStopAndPlay.doc, StopAndPlay},
+	{"supersede", defSupersede.doc, Supersede},
+	{"storm", defStorm.doc, Storm},
+}
+
+// ExactlyOnce runs every check of the suite against the agent f builds and
+// reports the first violation through t (t.Errorf, from the calling
+// goroutine): the check, the first violating seed, a one-clause reason
+// naming the defect, the shrunk schedule and the command that replays it.
+// What it could not exercise it logs with t.Logf and lists in the result.
+// It stops at the first check that fails; run a check alone for its own
+// verdict.
+func ExactlyOnce(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	cfg := newConfig(opts)
+	return runChecks(t, f, cfg, allDefs)
+}
+
+// runChecks runs defs in order until one fails, and reports through t.
+func runChecks(t testing.TB, f Factory, cfg *config, defs []*checkDef) Result {
+	t.Helper()
+	total := Result{OK: true}
+	var fail *failure
+	ran := withT(t, func(tt *testing.T) {
+		r := &runner{cfg: cfg, f: f, tt: tt}
+		for _, d := range defs {
+			if cfg.only != nil && !cfg.only[d.name] {
+				continue
+			}
+			if d.control && cfg.noControl {
+				total.NotApplicable = append(total.NotApplicable, d.name+": "+d.noControl)
+				continue
+			}
+			run := r.runSchedules(d, d.count(cfg.schedules))
+			total.Schedules += run.schedules
+			for _, n := range run.notes {
+				total.NotApplicable = append(total.NotApplicable, d.name+": "+n)
+			}
+			if d.needsEffects != "" && !run.effects {
+				total.NotApplicable = append(total.NotApplicable, d.name+": "+d.needsEffects)
+			}
+			if run.first != nil {
+				fail = r.describe(d, run.first)
+				return
+			}
+		}
+	})
+	if !ran {
+		total.OK = false
+		total.Reason = "no test could be started to run the schedules in; pass a *testing.T"
+		t.Errorf("verify: %s", total.Reason)
+		return total
+	}
+	for _, n := range total.NotApplicable {
+		t.Logf("verify: not exercised: %s", n)
+	}
+	if fail == nil {
+		return total
+	}
+	total.OK = false
+	total.Check, total.FirstViolatingSeed, total.Reason = fail.check, fail.seed, fail.reason
+	total.Witness = fail.witness
+	total.Replay = replayLine(t.Name(), fail.check, fail.seed)
+	t.Errorf("%s", fail.message(total.Replay))
+	return total
+}
+
+// failure is a violation, shrunk.
+type failure struct {
+	check         string
+	seed          int64
+	index         int
+	reason        string
+	witness       []string
+	shrunkFrom    int
+	eventsInShort int
+}
+
+func (r *runner) describe(d *checkDef, bad *indexedOutcome) *failure {
+	small, out := r.shrink(bad.trial, bad.out)
+	f := &failure{check: d.name, seed: bad.seed, index: bad.i, reason: bad.out.v.reason,
+		shrunkFrom: len(bad.trial.sched.Events), eventsInShort: len(small.sched.Events)}
+	f.witness = append(f.witness, fmt.Sprintf("%d room(s)", small.sched.Rooms))
+	for _, e := range small.sched.Events {
+		f.witness = append(f.witness, e.String())
+	}
+	f.witness = append(f.witness, small.ext.String())
+	if small.supersede > 0 {
+		f.witness = append(f.witness, fmt.Sprintf("a newer connection of the agent opens after its first instance sent %d request(s) with its socket up", small.supersede))
+	}
+	if out.v != nil && out.v.reason != f.reason {
+		f.witness = append(f.witness, "(the shrunk schedule shows it as: "+out.v.reason+")")
+	}
+	return f
+}
+
+func (f *failure) message(replay string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "verify: %s: exactly-once violated at seed %d (schedule %d): %s\n", f.check, f.seed, f.index+1, f.reason)
+	fmt.Fprintf(&b, "  minimal schedule (%d event(s), shrunk from %d):\n", f.eventsInShort, f.shrunkFrom)
+	for _, w := range f.witness {
+		fmt.Fprintf(&b, "    %s\n", w)
+	}
+	fmt.Fprintf(&b, "  replay: %s", replay)
+	return b.String()
+}
+
+// replayLine is the command that runs the violating schedule alone.
+func replayLine(testName, check string, seed int64) string {
+	parts := strings.Split(testName, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return fmt.Sprintf("%s=%s %s=%d %s=1 go test -run '%s' .", EnvCheck, check, EnvSeed, seed, EnvSchedules, strings.Join(parts, "/"))
+}
+
+func runOne(t testing.TB, d *checkDef, f Factory, opts []Option) Result {
+	t.Helper()
+	cfg := newConfig(opts)
+	cfg.only = nil // the caller chose the check
+	return runChecks(t, f, cfg, []*checkDef{d})
+}
+
+// KillBeforePost kills the agent just before it sends a reply: the message
+// is served again, and must still be answered exactly once.
+func KillBeforePost(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defKillBeforePost, f, opts)
+}
+
+// KillAfterPost kills the agent after Band applied its reply, before the
+// answer arrives: the redelivery must not post it again.
+func KillAfterPost(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defKillAfterPost, f, opts)
+}
+
+// LostAck loses, fails or kills the processed mark after the reply: only
+// the mark may be retried; the message is neither answered twice nor
+// marked failed.
+func LostAck(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defLostAck, f, opts)
+}
+
+// LostReply loses the answer to a reply POST Band applied, or fails it,
+// while the agent lives: the reply must not be re-sent blind.
+func LostReply(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defLostReply, f, opts)
+}
+
+// DuplicateDelivery serves messages again: stale /next answers, duplicated
+// pushes, lost answers to /next and the processing mark.
+func DuplicateDelivery(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defDuplicateDelivery, f, opts)
+}
+
+// TransientErrors answers requests 429 (with and without Retry-After) and
+// 5xx, and slows them down.
+func TransientErrors(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defTransientErrors, f, opts)
+}
+
+// HandlerErrors makes the external system fail the first calls of some
+// effects, so handlers fail and messages come back: a failed message must
+// neither stall its room nor be given up on.
+func HandlerErrors(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defHandlerErrors, f, opts)
+}
+
+// NaturalKeys sends messages whose texts carry natural keys that contain
+// one another (work:k1, work:k10): a guard must match its marker exactly.
+func NaturalKeys(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defNaturalKeys, f, opts)
+}
+
+// LongRoom fills a room beyond one page of context, then kills the agent
+// after a late reply: the guard must read every page.
+func LongRoom(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defLongRoom, f, opts)
+}
+
+// Interrupt interrupts the agent while its handler works (and at request
+// boundaries): nothing may be posted or performed for the cycle after the
+// signal, and the message is consumed.
+func Interrupt(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defInterrupt, f, opts)
+}
+
+// StopAndPlay stops a room while its handler works, then plays it (some
+// plays are missed while the socket is down): no work starts while the room
+// is stopped, and the stopped message is answered once after play.
+func StopAndPlay(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defStopAndPlay, f, opts)
+}
+
+// Supersede opens a newer connection of the agent while it works: the
+// superseded instance must stop and send nothing more, and a fresh instance
+// carries on without losing or doubling anything.
+func Supersede(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defSupersede, f, opts)
+}
+
+// Storm runs the prover's random schedules: several rooms, every fault and
+// control signal mixed, and a flaky external system.
+func Storm(t testing.TB, f Factory, opts ...Option) Result {
+	t.Helper()
+	return runOne(t, defStorm, f, opts)
+}

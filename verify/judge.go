@@ -1,0 +1,240 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/proof"
+)
+
+// hangGrace is how long (virtual time) a handler may keep running after its
+// context ended before the verifier calls it stuck.
+const hangGrace = time.Second
+
+// verdict is one violation: kind names the defect class (stable, so the
+// shrinker keeps the same defect), reason says it in one clause.
+type verdict struct {
+	kind   string
+	reason string
+}
+
+// judge decides one run: the verifier's own checks first, since they name
+// the defect most precisely, then the engine's oracle.
+func judge(cfg *config, res proof.Result, o *observation) *verdict {
+	for _, check := range []func(*observation) *verdict{
+		failedAfterReply, keyChanged, missingMarker, keyShared, effectTwice,
+		workAfterCancel, handlerHung, callHung, supersedeBroken,
+	} {
+		if v := check(o); v != nil {
+			return v
+		}
+	}
+	return fromOracle(cfg, res)
+}
+
+func failedAfterReply(o *observation) *verdict {
+	if len(o.failedAfterReply) == 0 {
+		return nil
+	}
+	return &verdict{"failed-after-reply", fmt.Sprintf(
+		"a failed acknowledgement became a failure: %s was marked failed after its reply was posted",
+		o.label(o.failedAfterReply[0]))}
+}
+
+func keyChanged(o *observation) *verdict {
+	for _, id := range sortedKeys(o.keys) {
+		if ks := withMarker(o.keys[id]); len(ks) > 1 {
+			return &verdict{"key-changed", fmt.Sprintf(
+				"the dedup key changed between deliveries of %s (%q, then %q), so the guard cannot recognise its own reply",
+				o.label(id), ks[0], ks[1])}
+		}
+	}
+	return nil
+}
+
+func withMarker(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func missingMarker(o *observation) *verdict {
+	for _, id := range sortedKeys(o.keys) {
+		for _, k := range o.keys[id] {
+			if k == "" {
+				return &verdict{"no-marker", fmt.Sprintf(
+					"the reply to %s carried no [dedup_key:...] marker, so no guard can find it", o.label(id))}
+			}
+		}
+	}
+	return nil
+}
+
+func keyShared(o *observation) *verdict {
+	owner := map[string]string{}
+	for _, id := range sortedKeys(o.keys) {
+		for _, k := range withMarker(o.keys[id]) {
+			if first, ok := owner[k]; ok && first != id {
+				a, b := o.label(first), o.label(id)
+				if a > b {
+					a, b = b, a
+				}
+				return &verdict{"key-shared", fmt.Sprintf(
+					"the dedup key is too coarse: %s and %s share the key %q, so one of them goes unanswered", a, b, k)}
+			}
+			owner[k] = id
+		}
+	}
+	return nil
+}
+
+func effectTwice(o *observation) *verdict {
+	_, effects := o.world.snapshot()
+	for _, k := range sortedKeys(effects) {
+		if n := effects[k]; n > 1 {
+			return &verdict{"effect-twice", fmt.Sprintf(
+				"a non-idempotent side effect: the effect %q was performed %d times", k, n)}
+		}
+	}
+	return nil
+}
+
+func workAfterCancel(o *observation) *verdict {
+	calls, _ := o.world.snapshot()
+	for _, c := range calls {
+		if c.outcome != outcomeRefused {
+			continue
+		}
+		return &verdict{"work-after-cancel", fmt.Sprintf(
+			"work went on %s: the effect %q was started after its context was cancelled (%s)", cancelledBy(c.cause), c.key, causeName(c.cause))}
+	}
+	return nil
+}
+
+// cancelledBy says what a cancellation cause means for the work.
+func cancelledBy(cause error) string {
+	switch {
+	case errors.Is(cause, bandonce.ErrInterrupted):
+		return "after an interrupt"
+	case errors.Is(cause, bandonce.ErrStopped):
+		return "in a stopped room"
+	case errors.Is(cause, bandonce.ErrSuperseded):
+		return "after the agent was superseded"
+	case errors.Is(cause, bandonce.ErrShutdown):
+		return "after the shutdown"
+	}
+	return "after its context ended"
+}
+
+func handlerHung(o *observation) *verdict {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, h := range o.handlers {
+		if h.cancelled.IsZero() {
+			continue
+		}
+		end := h.end
+		if !h.returned {
+			end = time.Now()
+		}
+		if late := end.Sub(h.cancelled); late > hangGrace {
+			label := o.labels[h.msg]
+			if label == "" {
+				label = h.msg
+			}
+			return &verdict{"handler-hung", fmt.Sprintf(
+				"the handler for %s kept running %s after its context was cancelled (%s): it blocks without honouring its context",
+				label, late.Round(time.Millisecond), causeName(h.cause))}
+		}
+	}
+	return nil
+}
+
+func causeName(err error) string {
+	if err == nil {
+		return "cancelled"
+	}
+	return strings.TrimPrefix(err.Error(), "bandonce: ")
+}
+
+func callHung(o *observation) *verdict {
+	calls, _ := o.world.snapshot()
+	for _, c := range calls {
+		if c.hang && c.uncancellable {
+			return &verdict{"call-hung", fmt.Sprintf(
+				"the effect %q was called with a context that nothing can cancel and hung: no interrupt, stop or shutdown can reach that work", c.key)}
+		}
+	}
+	return nil
+}
+
+func supersedeBroken(o *observation) *verdict {
+	o.mu.Lock()
+	rec := o.supersede
+	o.mu.Unlock()
+	if rec == nil {
+		return nil
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	switch {
+	case rec.notStopped:
+		return &verdict{"superseded-not-stopped", fmt.Sprintf(
+			"the superseded instance did not stop within %s after a newer connection of the agent took over", supersedeGrace)}
+	case rec.keptWorking != "":
+		return &verdict{"superseded-kept-working", fmt.Sprintf(
+			"the superseded instance kept working: it sent a %s request after the supersede reached it", rec.keptWorking)}
+	}
+	return nil
+}
+
+// fromOracle names the defect behind the engine's violation.
+func fromOracle(cfg *config, res proof.Result) *verdict {
+	v := res.Violation
+	if v == nil {
+		return nil
+	}
+	if cfg.mayNotReply && v.Invariant == proof.OneOutcome && strings.Contains(v.Reason, "without its reply") {
+		return nil
+	}
+	what := map[proof.Invariant]string{
+		proof.NoDoublePost:     "a double post",
+		proof.NonePending:      "a lost message",
+		proof.OneOutcome:       "a wrong outcome",
+		proof.AbortsUncharged:  "a charged abort",
+		proof.InterruptSilence: "work after an interrupt",
+		proof.StopSilence:      "work in a stopped room",
+		proof.AgentLifecycle:   "a lifecycle fault",
+		proof.Quiet:            "a stalled room",
+	}[v.Invariant]
+	switch {
+	case v.Invariant == proof.OneOutcome && strings.Contains(v.Reason, "without its reply"):
+		what = "a lost reply"
+	case v.Invariant == proof.NonePending && res.Violations[proof.Quiet] > 0:
+		return &verdict{"oracle:" + string(proof.Quiet), "a stalled room: " + v.Reason + ", and the system never went quiet"}
+	}
+	if what == "" {
+		what = string(v.Invariant)
+	}
+	return &verdict{"oracle:" + string(v.Invariant), what + ": " + v.Reason}
+}
+
+// notes lists, sorted, the run's remarks on what it could not exercise.
+func (o *observation) sortedNotes() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]string, 0, len(o.notes))
+	for n := range o.notes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

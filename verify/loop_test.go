@@ -1,0 +1,202 @@
+package verify
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/wire"
+	"github.com/band-once/bandonce/proof"
+)
+
+// loopFlaws are band-once 0.1's defects, each a switch of the hand-written
+// loop below. The zero value is a correct loop.
+type loopFlaws struct {
+	onePageGuard   bool // the guard reads only the first page of /context
+	substringGuard bool // the guard looks for the key anywhere in the page's text
+	blindRetry     bool // a POST that failed is sent again, unguarded
+	stallOnFailed  bool // a message served again after failed counts as handled
+	failAfterAck   bool // a failed processed mark becomes a failed mark
+	ackBeforePost  bool // the message is marked processed before its reply is posted
+}
+
+// sendOnce is a wire.Doer that sends every request once.
+type sendOnce struct{ hc *http.Client }
+
+func (d sendOnce) Do(req *http.Request, _ bool) (*http.Response, error) { return d.hc.Do(req) }
+
+// handLoop is an agent with its own loop over Band's REST API, without the
+// Shell and without a socket: it polls every room's /next, marks, runs its
+// handler (one idempotent external effect), guards and posts its reply,
+// and marks the message processed.
+func handLoop(fl loopFlaws) Factory {
+	return func() Agent {
+		return func(ctx context.Context, env Env) error {
+			l := &loop{fl: fl, env: env, c: wire.NewClient(env.BaseURL, env.APIKey, sendOnce{env.HTTPClient}), handled: map[string]bool{}}
+			return l.run(ctx)
+		}
+	}
+}
+
+type loop struct {
+	fl      loopFlaws
+	env     Env
+	c       *wire.Client
+	me      string
+	handled map[string]bool
+}
+
+func (l *loop) run(ctx context.Context) error {
+	var rooms []string
+	for ctx.Err() == nil && rooms == nil {
+		me, err := l.c.Me(ctx)
+		if err == nil {
+			l.me = me.ID
+			chats, err := l.c.Chats(ctx)
+			if err == nil {
+				rooms = []string{}
+				for _, ch := range chats {
+					rooms = append(rooms, ch.ID)
+				}
+				break
+			}
+		}
+		pause(ctx, 100*time.Millisecond)
+	}
+	for ctx.Err() == nil {
+		busy := false
+		for _, room := range rooms {
+			busy = l.serve(ctx, room) || busy
+		}
+		if !busy {
+			pause(ctx, 200*time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// serve handles the room's next message, if any; it reports whether there
+// was one.
+func (l *loop) serve(ctx context.Context, room string) bool {
+	m, err := l.c.Next(ctx, room)
+	if err != nil || m == nil {
+		return false
+	}
+	if l.fl.stallOnFailed && l.handled[m.ID] {
+		return false // "nothing to do": it was handled (and failed) before
+	}
+	if _, err := l.c.Processing(ctx, room, m.ID); err != nil {
+		return false
+	}
+	body := bandonce.StripMentions(m.Content)
+	key := bandonce.DefaultKey(m.ID)
+	if spec, err := proof.ParseSpec(body); err == nil && spec.Key != "" {
+		key = spec.Key
+	}
+	x := l.env.External
+	_ = x.Started(room, m.ID)
+	if effect := "notify:" + m.ID; x.Performed(effect) == 0 {
+		if err := x.Effect(ctx, effect); err != nil {
+			if ctx.Err() == nil {
+				_, _ = l.c.Failed(ctx, room, m.ID, err.Error())
+				l.handled[m.ID] = true
+			}
+			return true
+		}
+	}
+	content := "done: " + body + "\n[dedup_key:" + key + "]"
+	mentions := []wire.Mention{{ID: m.SenderID}}
+	if l.fl.ackBeforePost {
+		if _, err := l.c.Processed(ctx, room, m.ID); err != nil {
+			return true
+		}
+		_, _ = l.c.Post(ctx, room, content, mentions)
+		l.handled[m.ID] = true
+		return true
+	}
+	if !l.post(ctx, room, key, content, mentions) {
+		return true
+	}
+	for try := 0; ; try++ {
+		_, err := l.c.Processed(ctx, room, m.ID)
+		if err == nil {
+			break
+		}
+		if l.fl.failAfterAck {
+			_, _ = l.c.Failed(ctx, room, m.ID, "processed failed: "+err.Error())
+			break
+		}
+		if try == 3 || ctx.Err() != nil {
+			return true // Band serves it again; the guard will find the reply
+		}
+		pause(ctx, 50*time.Millisecond)
+	}
+	l.handled[m.ID] = true
+	return true
+}
+
+// post sends the reply unless the guard finds it; after an ambiguous
+// failure it reads the room again before another try. It reports whether
+// the reply is known to be in the room.
+func (l *loop) post(ctx context.Context, room, key, content string, mentions []wire.Mention) bool {
+	for try := 0; try < 4 && ctx.Err() == nil; try++ {
+		found, err := l.guard(ctx, room, key)
+		if err != nil {
+			pause(ctx, 50*time.Millisecond)
+			continue
+		}
+		if found {
+			return true
+		}
+		if _, err := l.c.Post(ctx, room, content, mentions); err == nil {
+			return true
+		}
+		if l.fl.blindRetry {
+			for range 3 {
+				if _, err := l.c.Post(ctx, room, content, mentions); err == nil {
+					return true
+				}
+			}
+			return false
+		}
+		pause(ctx, 50*time.Millisecond)
+	}
+	return false
+}
+
+// guard reports whether the reply with key is already in the room.
+func (l *loop) guard(ctx context.Context, room, key string) (bool, error) {
+	cursor := ""
+	for {
+		page, err := l.c.Context(ctx, room, cursor, 0)
+		if err != nil {
+			return false, err
+		}
+		for _, it := range page.Items {
+			if l.fl.substringGuard {
+				if strings.Contains(it.Content, key) {
+					return true, nil
+				}
+				continue
+			}
+			if k, ok := markerKey(it.Content); ok && it.SenderID == l.me && k == key {
+				return true, nil
+			}
+		}
+		if l.fl.onePageGuard || !page.HasMore {
+			return false, nil
+		}
+		cursor = page.NextCursor
+	}
+}

@@ -1,0 +1,302 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/proof"
+)
+
+// observation is what the verifier saw of one run of a schedule from the
+// agent's side of the wire: every request it made, the key of every reply
+// it sent, and what its handlers and the external system went through. The
+// engine's oracle judges the fake's ground truth; these records let the
+// verifier name the defect behind a violation.
+type observation struct {
+	world *world
+
+	mu sync.Mutex
+	// completed counts the requests that returned to the agent.
+	completed int
+	// open is, per life and room, the message whose attempt the agent
+	// opened last: a reply sent in that room answers it.
+	open map[lifeRoom]string
+	// keys lists, per message, the distinct reply keys the agent sent for
+	// it, in order.
+	keys map[string][]string
+	// keyLife is the life that first sent each key of a message.
+	keyLife map[string]map[string]int
+	// repliedOK is, per life, the messages whose reply POST that life saw
+	// succeed.
+	repliedOK map[lifeMessage]bool
+	// failedAfterReply are messages a life marked failed after it saw their
+	// reply posted.
+	failedAfterReply []string
+	// handlers are the Shell adapter's handler calls.
+	handlers []*handlerCall
+	// instances are the supersede check's instances, by life.
+	supersede *supersedeRecord
+	// labels names messages by the label their text starts with ("r1m2"),
+	// as the agent read them from /next.
+	labels map[string]string
+	// notes are remarks on what could not be exercised.
+	notes map[string]bool
+}
+
+type lifeRoom struct {
+	life int
+	room string
+}
+
+type lifeMessage struct {
+	life int
+	msg  string
+}
+
+// handlerCall is one call of a handler under the Shell adapter.
+type handlerCall struct {
+	life      int
+	room, msg string
+	start     time.Time
+	// cancelled is when its context ended (zero while it lives), and why.
+	cancelled time.Time
+	cause     error
+	returned  bool
+	// end is when it returned.
+	end time.Time
+}
+
+func newObservation(plan externalPlan) *observation {
+	o := &observation{
+		open: map[lifeRoom]string{}, keys: map[string][]string{}, keyLife: map[string]map[string]int{},
+		repliedOK: map[lifeMessage]bool{}, labels: map[string]string{}, notes: map[string]bool{},
+	}
+	o.world = newWorld(plan, o.requestsCompleted)
+	return o
+}
+
+func (o *observation) requestsCompleted() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.completed
+}
+
+// keyOf is the oracle's dedup key for a message: the first key the agent
+// sent for it, else the spec's natural key, else the library's default.
+func (o *observation) keyOf(messageID string, spec proof.MessageSpec) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ks := o.keys[messageID]; len(ks) > 0 {
+		return ks[0]
+	}
+	if spec.Key != "" {
+		return spec.Key
+	}
+	return "msg:" + messageID
+}
+
+// env builds the Env one life of the agent gets: the engine's client
+// behind the verifier's recorder, and an External bound to the life.
+func (o *observation) env(ctx context.Context, pe proof.Env) Env {
+	return Env{
+		HTTPClient: &http.Client{Transport: &recorder{o: o, life: pe.Life, inner: pe.HTTPClient.Transport}},
+		BaseURL:    pe.BaseURL,
+		SocketURL:  pe.SocketURL,
+		APIKey:     pe.APIKey,
+		AgentID:    pe.AgentID,
+		External:   &External{world: o.world, obs: o, life: pe.Life, ctx: ctx, inner: pe.External},
+		Life:       pe.Life,
+		Seed:       pe.Seed,
+	}
+}
+
+// recorder is the RoundTripper between the agent and the engine's gate.
+type recorder struct {
+	o     *observation
+	life  int
+	inner http.RoundTripper
+	// onSocket, if set, wraps every socket the agent opens.
+	onSocket func(io.ReadWriteCloser) io.ReadWriteCloser
+	// onRequest, if set, sees every request before it is sent.
+	onRequest func(ep fakeband.Endpoint)
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	ep, room, msg := classify(req.Method, req.URL.Path)
+	if r.onRequest != nil {
+		r.onRequest(ep)
+	}
+	o := r.o
+	switch ep {
+	case fakeband.EndpointProcessing:
+		o.mu.Lock()
+		o.open[lifeRoom{r.life, room}] = msg
+		o.mu.Unlock()
+	case fakeband.EndpointPost:
+		msg = r.notePost(req, room)
+	case fakeband.EndpointFailed:
+		o.mu.Lock()
+		if o.repliedOK[lifeMessage{r.life, msg}] {
+			o.failedAfterReply = append(o.failedAfterReply, msg)
+		}
+		o.mu.Unlock()
+	}
+	resp, err := r.inner.RoundTrip(req)
+	o.mu.Lock()
+	o.completed++
+	if ep == fakeband.EndpointPost && msg != "" && err == nil && resp.StatusCode/100 == 2 {
+		o.repliedOK[lifeMessage{r.life, msg}] = true
+	}
+	o.mu.Unlock()
+	if ep == fakeband.EndpointNext && err == nil && resp.StatusCode == http.StatusOK {
+		r.noteServed(resp)
+	}
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && r.onSocket != nil {
+		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+			resp.Body = r.onSocket(rwc)
+		}
+	}
+	return resp, err
+}
+
+// noteServed learns the label of a message /next served, leaving the
+// body for the agent.
+func (r *recorder) noteServed(resp *http.Response) {
+	data, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	if err != nil {
+		return
+	}
+	var body struct {
+		Data struct {
+			ID      string `json:"id"`
+			Content string `json:"content"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(data, &body) != nil || body.Data.ID == "" {
+		return
+	}
+	fields := strings.Fields(bandonce.StripMentions(body.Data.Content))
+	if len(fields) == 0 {
+		return
+	}
+	r.o.mu.Lock()
+	r.o.labels[body.Data.ID] = fields[0]
+	r.o.mu.Unlock()
+}
+
+// label names a message for reports: its label, or its id.
+func (o *observation) label(id string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if l := o.labels[id]; l != "" {
+		return l
+	}
+	return id
+}
+
+// notePost records the key of a reply and the message it answers, and
+// returns that message's id ("" when no attempt is open in the room).
+func (r *recorder) notePost(req *http.Request, room string) string {
+	key, ok := replyKey(req)
+	o := r.o
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	msg := o.open[lifeRoom{r.life, room}]
+	if msg == "" {
+		return ""
+	}
+	if !ok {
+		key = ""
+	}
+	o.noteKeyLocked(msg, key, r.life)
+	return msg
+}
+
+// noteKeyLocked records that life chose key for msg's reply.
+func (o *observation) noteKeyLocked(msg, key string, life int) {
+	ks := o.keys[msg]
+	for _, k := range ks {
+		if k == key {
+			return
+		}
+	}
+	o.keys[msg] = append(ks, key)
+	if o.keyLife[msg] == nil {
+		o.keyLife[msg] = map[string]int{}
+	}
+	o.keyLife[msg][key] = life
+}
+
+// classify names a request's endpoint, room and message from its path.
+func classify(method, path string) (ep fakeband.Endpoint, room, msg string) {
+	_, rest, ok := strings.Cut(path, fakeband.APIPrefix+"/")
+	if !ok {
+		return "", "", ""
+	}
+	parts := strings.Split(strings.Trim(rest, "/"), "/")
+	if rest == "socket/websocket" {
+		return fakeband.EndpointSocket, "", ""
+	}
+	if len(parts) < 4 || parts[0] != "agent" || parts[1] != "chats" {
+		return "", "", ""
+	}
+	room = parts[2]
+	switch {
+	case len(parts) == 4 && parts[3] == "context":
+		return fakeband.EndpointContext, room, ""
+	case len(parts) == 4 && parts[3] == "messages" && method == http.MethodPost:
+		return fakeband.EndpointPost, room, ""
+	case len(parts) == 5 && parts[4] == "next":
+		return fakeband.EndpointNext, room, ""
+	case len(parts) == 6 && parts[3] == "messages":
+		return fakeband.Endpoint(parts[5]), room, parts[4]
+	}
+	return "", room, ""
+}
+
+// replyKey reads the dedup marker of a reply POST, leaving its body for
+// the next reader. The verifier reads the marker itself, as Band's
+// convention writes it: the last line, [dedup_key:KEY].
+func replyKey(req *http.Request) (string, bool) {
+	if req.Body == nil {
+		return "", false
+	}
+	data, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	req.Body = io.NopCloser(bytes.NewReader(data))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	if err != nil {
+		return "", false
+	}
+	var body struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(data, &body) != nil {
+		return "", false
+	}
+	return markerKey(body.Message.Content)
+}
+
+// markerKey reads the [dedup_key:KEY] marker on the last line of content.
+func markerKey(content string) (string, bool) {
+	content = strings.TrimRight(content, " \t\r\n")
+	last := content[strings.LastIndexByte(content, '\n')+1:]
+	last = strings.TrimSpace(last)
+	const prefix, suffix = "[dedup_key:", "]"
+	if !strings.HasPrefix(last, prefix) || !strings.HasSuffix(last, suffix) || len(last) <= len(prefix)+len(suffix) {
+		return "", false
+	}
+	return last[len(prefix) : len(last)-len(suffix)], true
+}

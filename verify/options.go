@@ -1,0 +1,113 @@
+package verify
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Environment variables that override the options, so a failing seed can
+// be replayed, or a run made longer, without editing the test.
+const (
+	// EnvSchedules sets the schedules per check (Schedules).
+	EnvSchedules = "BANDONCE_VERIFY_SCHEDULES"
+	// EnvSeed sets the first schedule's seed (Seed).
+	EnvSeed = "BANDONCE_VERIFY_SEED"
+	// EnvCheck limits ExactlyOnce to the named checks, comma-separated
+	// (for example "kill-after-post"), as a replay line does.
+	EnvCheck = "BANDONCE_VERIFY_CHECK"
+)
+
+// Defaults.
+const (
+	// DefaultSchedules is how many schedules each check runs.
+	DefaultSchedules = 20
+	// DefaultSeed is the first schedule's seed: band-once 0.1's master seed.
+	DefaultSeed int64 = 20260616
+)
+
+// Option configures a check. Options are made by the functions of this
+// package only.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config is every option, resolved.
+type config struct {
+	schedules   int
+	seed        int64
+	mayNotReply bool
+	noControl   bool
+	maxAttempts int
+	only        map[string]bool
+	// fromEnv records which settings the environment overrode, for logs.
+	fromEnv []string
+}
+
+// Schedules sets how many seeded schedules each check runs (default
+// DefaultSchedules; BANDONCE_VERIFY_SCHEDULES overrides it).
+func Schedules(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.schedules = n
+		}
+	})
+}
+
+// Seed sets the seed of each check's first schedule; schedule i has seed
+// s+i (default DefaultSeed; BANDONCE_VERIFY_SEED overrides it).
+func Seed(s int64) Option { return optionFunc(func(c *config) { c.seed = s }) }
+
+// MayNotReply declares that the agent may consume a message without
+// replying. A message processed with no reply is then not counted as lost;
+// every other rule stands.
+func MayNotReply() Option { return optionFunc(func(c *config) { c.mayNotReply = true }) }
+
+// NoControlSignals declares that the agent keeps no socket, so it cannot
+// hear interrupt, stop, play or supersede. The checks that need them say
+// so in Result.NotApplicable instead of running; the other checks leave
+// control signals out.
+func NoControlSignals() Option { return optionFunc(func(c *config) { c.noControl = true }) }
+
+// MaxAttempts declares the agent's handler-failure budget: how many failed
+// deliveries a message may take before the agent gives up on it (the
+// Shell's Config.MaxAttempts; default 3). The external system never fails
+// one unit of work that often, so a message given up on is a violation.
+func MaxAttempts(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.maxAttempts = n
+		}
+	})
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{schedules: DefaultSchedules, seed: DefaultSeed, maxAttempts: 3}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(c)
+		}
+	}
+	if v := os.Getenv(EnvSchedules); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			c.schedules = n
+			c.fromEnv = append(c.fromEnv, EnvSchedules+"="+v)
+		}
+	}
+	if v := os.Getenv(EnvSeed); v != "" {
+		if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+			c.seed = s
+			c.fromEnv = append(c.fromEnv, EnvSeed+"="+v)
+		}
+	}
+	if v := os.Getenv(EnvCheck); v != "" {
+		c.only = map[string]bool{}
+		for _, name := range strings.Split(v, ",") {
+			c.only[strings.TrimSpace(name)] = true
+		}
+		c.fromEnv = append(c.fromEnv, EnvCheck+"="+v)
+	}
+	return c
+}

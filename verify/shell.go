@@ -1,0 +1,106 @@
+package verify
+
+import (
+	"context"
+	"time"
+
+	"github.com/band-once/bandonce"
+)
+
+// Timing the Shell adapter gives the fields a Config leaves zero: short, so
+// a schedule's virtual time stays small. Fields the caller set are kept.
+const (
+	simRequestTimeout = 2 * time.Second
+	simPollInterval   = 250 * time.Millisecond
+	simResyncInterval = time.Second
+	simMarkTimeout    = 3 * time.Second
+	simShutdown       = 100 * time.Millisecond
+)
+
+// Shell adapts a bandonce.Handler to a Factory: every life runs a fresh
+// bandonce.Shell with h, configured from cfg (at most one; its Handler is
+// ignored) and the Env: APIKey, BaseURL, SocketURL and HTTPClient come from
+// the Env. Timing fields left zero get short values suited to the
+// simulation, and Retry.Seed, if zero, the life's seed, so runs replay.
+//
+// A Ledger set in cfg is shared by every life, as a durable ledger would be.
+// Every handler call gets the life's External through its context (see
+// ExternalFrom). The adapter records each call, through External.Started
+// and for the verifier's judgement of handlers that do not honour their
+// context.
+func Shell(h bandonce.Handler, cfg ...bandonce.Config) Factory {
+	var base bandonce.Config
+	if len(cfg) > 0 {
+		base = cfg[0]
+	}
+	return func() Agent {
+		return func(ctx context.Context, env Env) error {
+			c := base
+			c.APIKey, c.BaseURL, c.SocketURL, c.HTTPClient = env.APIKey, env.BaseURL, env.SocketURL, env.HTTPClient
+			c.Handler = observeHandler(h, env)
+			fillTiming(&c, env.Seed)
+			sh, err := bandonce.New(c)
+			if err != nil {
+				return err
+			}
+			return sh.Run(ctx)
+		}
+	}
+}
+
+func fillTiming(c *bandonce.Config, seed uint64) {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	set(&c.RequestTimeout, simRequestTimeout)
+	set(&c.PollInterval, simPollInterval)
+	set(&c.ResyncInterval, simResyncInterval)
+	set(&c.MarkTimeout, simMarkTimeout)
+	set(&c.ShutdownTimeout, simShutdown)
+	if c.Retry == (bandonce.RetryPolicy{}) {
+		c.Retry = bandonce.RetryPolicy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxRetryAfter: time.Second}
+	}
+	if c.Retry.Seed == 0 {
+		c.Retry.Seed = seed | 1
+	}
+}
+
+// observeHandler wraps h so the verifier knows when each call started,
+// when its context ended and why, and when it returned.
+func observeHandler(h bandonce.Handler, env Env) bandonce.Handler {
+	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		ext := env.External
+		if err := ext.Started(m.RoomID, m.ID); err != nil {
+			return nil, err
+		}
+		ctx = context.WithValue(ctx, externalKey{}, ext)
+		o := ext.obs
+		if o == nil {
+			return h(ctx, m)
+		}
+		call := &handlerCall{life: env.Life, room: m.RoomID, msg: m.ID, start: time.Now()}
+		o.mu.Lock()
+		o.handlers = append(o.handlers, call)
+		o.mu.Unlock()
+		stop := context.AfterFunc(ctx, func() {
+			o.mu.Lock()
+			call.cancelled, call.cause = time.Now(), context.Cause(ctx)
+			o.mu.Unlock()
+		})
+		defer stop()
+		reply, err := h(ctx, m)
+		o.mu.Lock()
+		call.returned, call.end = true, time.Now()
+		if reply != nil { // the key the handler chose, posted or not
+			key := reply.DedupKey
+			if key == "" {
+				key = bandonce.DefaultKey(m.ID)
+			}
+			o.noteKeyLocked(m.ID, key, env.Life)
+		}
+		o.mu.Unlock()
+		return reply, err
+	}
+}
