@@ -1,0 +1,93 @@
+package verify
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// exercised sums what one check's schedules did to the reference agent.
+type exercised struct {
+	faults                      map[string]int
+	calls, failed, cancelled    int
+	superseded, keyed, messages int
+}
+
+func exercise(t *testing.T, d *checkDef) exercised {
+	cfg := newConfig(nil)
+	r := &runner{cfg: cfg, f: ReferenceAgent(), tt: t}
+	ex := exercised{faults: map[string]int{}}
+	for i := range d.count(cfg.schedules) {
+		b := newBuilder(cfg.seed+int64(i), d.name, r)
+		tr := d.build(b)
+		out := r.simulate(tr)
+		assert.Nil(t, out.v, "%s seed %d", d.name, cfg.seed+int64(i))
+		for k, v := range out.res.Faults {
+			ex.faults[k] += v
+		}
+		ex.messages += out.res.Messages
+		calls, _ := out.obs.world.snapshot()
+		for _, c := range calls {
+			ex.calls++
+			switch c.outcome {
+			case outcomeFailed:
+				ex.failed++
+			case outcomeCancelled:
+				ex.cancelled++
+			}
+		}
+		if rec := out.obs.supersede; rec != nil && rec.stopped {
+			ex.superseded++
+		}
+		for _, e := range tr.sched.Events {
+			if e.Spec.Key != "" {
+				ex.keyed++
+			}
+		}
+	}
+	return ex
+}
+
+// TestEveryCheckExercisesWhatItSays guards against vacuous checks: on the
+// reference agent, each check's schedules fire the faults it is named for.
+func TestEveryCheckExercisesWhatItSays(t *testing.T) {
+	for _, d := range allDefs {
+		ex := exercise(t, d)
+		f := ex.faults
+		assert.Positive(t, ex.messages, d.name)
+		assert.Positive(t, ex.calls, d.name)
+		switch d.name {
+		case "kill-before-post":
+			assert.Positive(t, f["kill_before_send"], d.name)
+		case "kill-after-post", "long-room":
+			assert.Positive(t, f["kill_after_apply"], d.name)
+		case "lost-ack":
+			assert.Positive(t, f["lost_response"]+f["server_5xx"], d.name)
+		case "lost-reply":
+			assert.Positive(t, f["lost_response"], d.name)
+		case "duplicate-delivery":
+			assert.Positive(t, f["stale_next"], d.name)
+			assert.Positive(t, f["push_duplicated"], d.name)
+		case "transient-errors":
+			assert.Positive(t, f["server_5xx"], d.name)
+			assert.Positive(t, f["throttle_429_empty"]+f["throttle_429_retry_after"], d.name)
+			assert.Positive(t, f["latency"], d.name)
+		case "handler-errors":
+			assert.Positive(t, ex.failed, d.name)
+		case "natural-keys":
+			assert.Positive(t, ex.keyed, d.name)
+		case "interrupt":
+			assert.Positive(t, f["interrupt"], d.name)
+			assert.Positive(t, ex.cancelled, "interrupts land while the handler works")
+		case "stop-and-play":
+			assert.Positive(t, f["stop"], d.name)
+			assert.Positive(t, ex.cancelled, "stops land while the handler works")
+		case "supersede":
+			assert.Positive(t, ex.superseded, d.name)
+		case "storm":
+			assert.Greater(t, len(f), 5, "a storm mixes many faults")
+		default:
+			t.Errorf("no expectation for check %s", d.name)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+// Package verify is the conformance check an agent's author runs in their
+// own test suite: an independent grader of exactly-once, so nobody marks
+// their own homework.
+//
+// It runs the author's real agent (a Handler on the Shell, or a loop of its
+// own over Band's REST API) through real lifecycles against the fake Band
+// of package fakeband, under seeded crashes, lost responses, duplicates,
+// 429s and 5xxs, socket faults and interrupt, stop, play and supersede, on
+// the engine of package proof. It re-derives the verdict from the fake's
+// ground truth, from what the agent sent on the wire, and from the side
+// effects it performed in an External double; never from the agent's own
+// account.
+//
+// # For authors
+//
+// One test per agent:
+//
+//	func TestAgentIsExactlyOnce(t *testing.T) {
+//		verify.ExactlyOnce(t, verify.Shell(myHandler))
+//	}
+//
+// ExactlyOnce runs every check of Checks (each is exported, to run alone:
+// KillBeforePost, KillAfterPost, LostAck, LostReply, DuplicateDelivery,
+// TransientErrors, HandlerErrors, NaturalKeys, LongRoom, Interrupt,
+// StopAndPlay, Supersede, Storm) over DefaultSchedules seeded schedules
+// each, in well under a second for a small agent. On the first violation it
+// calls t.Errorf with the check, the first violating seed, a one-clause
+// reason naming the defect, the schedule shrunk to the events that still
+// show it, and the command that replays it alone:
+//
+//	BANDONCE_VERIFY_CHECK=kill-after-post BANDONCE_VERIFY_SEED=20260619 BANDONCE_VERIFY_SCHEDULES=1 go test -run '^TestAgentIsExactlyOnce$' .
+//
+// The Result carries the same. What a check could not exercise for this
+// agent it logs and lists in Result.NotApplicable: nothing is skipped
+// silently. BANDONCE_VERIFY_SCHEDULES makes every check run longer, as
+// Watermill's STRESS_TEST_COUNT does.
+//
+// # What is judged
+//
+// Every message reaches one terminal outcome (processed with its one
+// reply, processed without a reply after an interrupt, or dead-lettered);
+// at most one reply per dedup key and room; nothing lost or left pending;
+// the dedup key of a message is the same at every delivery, and two
+// messages do not share one; no side effect of the External double is
+// performed twice for one natural key; nothing is posted, performed or
+// started after an interrupt or inside a stopped room; a handler returns
+// soon after its context ends; a message whose reply was posted is never
+// then marked failed; a superseded instance stops and sends nothing more.
+//
+// # The agent model
+//
+// An Agent runs one life until its context ends, with an Env: an
+// *http.Client and URLs bound to the fake, the agent's API key, and the
+// External double. A Factory builds a fresh Agent for every life, so a kill
+// really forgets what the agent kept in memory. Shell adapts a Handler in
+// one line; the handler reaches the life's External through ExternalFrom.
+// An agent with its own loop takes the Env directly, and should call
+// External.Started when its handler begins, so that stops can be judged.
+//
+// Side effects go through External.Effect, each under the natural key of
+// its unit of work and with the context of the work, and an idempotent
+// agent asks External.Performed first (see External for the contract).
+// ReferenceAgent passes every check; it is the model to copy.
+//
+// # Capabilities
+//
+// Agents that legitimately differ say so: MayNotReply (a message may be
+// consumed without a reply), NoControlSignals (no socket: interrupt, stop
+// and play, and supersede do not apply), MaxAttempts (the agent's failure
+// budget).
+//
+// # Limits
+//
+// Each schedule runs in a testing/synctest bubble, so ExactlyOnce needs a
+// *testing.T (see TestingTer); it must not be called inside a bubble. An
+// agent blocked on something the verifier cannot reach (select {}, a
+// channel nobody closes) cannot be released when its life is killed: the
+// engine reports that it did not stop after its context ended, and its
+// goroutines stay blocked for the rest of the test binary. Work the agent
+// does outside Env (its own network calls, files) is invisible to the
+// verifier.
+//
+// # band-once 0.1
+//
+// VerifyLedgerAgent keeps the Python library's contract: a LedgerAgent
+// (ledger, dedupKey, attempt, ts) -> Disposition checked over seeded
+// kill-and-duplicate schedules, with CleanEchoAgent as its reference and a
+// ConformanceResult of the same shape.
+package verify
