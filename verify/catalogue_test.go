@@ -52,7 +52,7 @@ var catalogue = []broken{
 	{"0.1: the guard reads one page of /context", handLoop(loopFlaws{onePageGuard: true}),
 		[]Option{NoControlSignals()}, []string{"a double post"}},
 	{"0.1: the guard matches substrings", handLoop(loopFlaws{substringGuard: true}),
-		[]Option{NoControlSignals()}, []string{"a lost reply"}},
+		[]Option{NoControlSignals()}, []string{"a guard matching substrings"}},
 	{"0.1: a POST is re-sent blind", handLoop(loopFlaws{blindRetry: true}),
 		[]Option{NoControlSignals()}, []string{"a double post"}},
 	{"0.1: a failed message stalls the room", handLoop(loopFlaws{stallOnFailed: true}),

@@ -218,6 +218,9 @@ func fromOracle(cfg *config, res proof.Result) *verdict {
 	switch {
 	case v.Invariant == proof.OneOutcome && strings.Contains(v.Reason, "without its reply"):
 		what = "a lost reply"
+		if hint := quotedKey(res.Schedule, strings.Fields(v.Reason)[0]); hint != "" {
+			return &verdict{"oracle:" + string(v.Invariant), what + ": " + v.Reason + "; " + hint}
+		}
 	case v.Invariant == proof.NonePending && res.Violations[proof.Quiet] > 0:
 		return &verdict{"oracle:" + string(proof.Quiet), "a stalled room: " + v.Reason + ", and the system never went quiet"}
 	}
@@ -237,4 +240,28 @@ func (o *observation) sortedNotes() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// quotedKey explains a lost reply whose natural key appears in a human's
+// message of the room (its own request quotes it, or a longer key contains
+// it): a guard that matches substrings takes that message for the reply.
+func quotedKey(s *proof.Schedule, label string) string {
+	if s == nil {
+		return ""
+	}
+	key, room := "", 0
+	for _, e := range s.Events {
+		if e.Kind == proof.Say && e.Spec.Label == label {
+			key, room = e.Spec.Key, e.Room
+		}
+	}
+	if key == "" {
+		return ""
+	}
+	for _, e := range s.Events {
+		if e.Kind == proof.Say && e.Room == room && strings.Contains(e.Spec.String(), key) {
+			return fmt.Sprintf("its key %q appears in the text of %s, which a guard matching substrings takes for the reply", key, e.Spec.Label)
+		}
+	}
+	return ""
 }

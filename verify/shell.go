@@ -23,7 +23,10 @@ const (
 // the Env. Timing fields left zero get short values suited to the
 // simulation, and Retry.Seed, if zero, the life's seed, so runs replay.
 //
-// A Ledger set in cfg is shared by every life, as a durable ledger would be.
+// Leave cfg.Ledger nil, so every life gets a fresh MemoryLedger: a Ledger
+// set in cfg would be shared by every life of every schedule (and by the
+// re-runs that shrink a violation), so one schedule's records would leak
+// into the next.
 // Every handler call gets the life's External through its context (see
 // ExternalFrom). The adapter records each call, through External.Started
 // and for the verifier's judgement of handlers that do not honour their
