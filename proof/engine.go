@@ -28,6 +28,18 @@ type Options struct {
 	// Trace, if set, receives one line per step of the run: releases,
 	// events, kills and lives. For debugging and -v.
 	Trace func(line string)
+	// Checks are more invariants, judged after the built-in ones, in
+	// order, from the result (its Effects and Starts included).
+	Checks []CustomCheck
+}
+
+// CustomCheck is one more invariant for Options.Checks, such as "no side
+// effect performed twice for one natural key".
+type CustomCheck struct {
+	Name Invariant
+	// Judge returns why the schedule broke the invariant, or "" if it
+	// held.
+	Judge func(Result) string
 }
 
 func (o Options) withDefaults() Options {
@@ -74,6 +86,10 @@ type Result struct {
 	// Messages, Replies and Requests are totals from the fake's ground
 	// truth; Lives is how many times the agent was started.
 	Messages, Replies, Requests, Lives int
+	// Effects counts the side effects the agent performed through
+	// External, by natural key; Starts lists its handler starts.
+	Effects map[string]int
+	Starts  []HandlerStart
 	// Released is how many requests the gate released or killed: the
 	// schedule's request-index space.
 	Released int
@@ -170,8 +186,20 @@ func newSim(s *Schedule, opts Options) *sim {
 	for i := range max(s.Rooms, 1) {
 		sm.rooms = append(sm.rooms, b.AddRoom(fmt.Sprintf("room %d", i+1), sm.human, sm.agent.ID))
 	}
-	sm.gate = newGate(b.HTTPClient().Transport, b.Handler(), sm.stamp)
-	sm.world = newExternalWorld(sm.stamp)
+	// Stamps cost a copy of the fake's event log, so they are only taken
+	// where an invariant will read them: reply sends when the schedule
+	// interrupts, handler starts when it stops.
+	sendStamp, startStamp := noStamp, noStamp
+	for _, e := range s.Events {
+		switch e.Kind {
+		case Interrupt:
+			sendStamp = sm.stamp
+		case Stop:
+			startStamp = sm.stamp
+		}
+	}
+	sm.gate = newGate(b.HTTPClient().Transport, b.Handler(), sendStamp)
+	sm.world = newExternalWorld(startStamp)
 	sm.factory, sm.cleanup = opts.Agent(s)
 	return sm
 }
@@ -181,6 +209,8 @@ func (s *sim) trace(format string, args ...any) {
 		s.opts.Trace(fmt.Sprintf("%8s ", time.Since(s.start).Truncate(time.Millisecond)) + fmt.Sprintf(format, args...))
 	}
 }
+
+func noStamp() int { return 0 }
 
 // stamp is the fake's current event sequence number.
 func (s *sim) stamp() int {
@@ -220,8 +250,12 @@ func (s *sim) drive(end time.Time) bool {
 		return false
 	}
 	s.notePushes()
-	if s.life.exited() {
-		s.failure = &Violation{Invariant: AgentLifecycle, Reason: fmt.Sprintf("the agent returned on its own (life %d): %v", s.life.n, s.life.err)}
+	if l := s.life; l.exited() && l.superseded {
+		s.end(l) // it stopped as it should; a supervisor starts it again
+		s.startLife()
+		return true
+	} else if l.exited() {
+		s.failure = &Violation{Invariant: AgentLifecycle, Reason: fmt.Sprintf("the agent returned on its own (life %d): %v", l.n, l.err)}
 		return false
 	}
 	if s.fireDue(now) {

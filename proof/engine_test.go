@@ -99,3 +99,36 @@ func TestExternalRefusesEffectsOfAKilledLife(t *testing.T) {
 	starts, _ := w.snapshot()
 	assert.Equal(t, []HandlerStart{{Life: 2, Room: "room", MessageID: "m", Seq: 7}}, starts)
 }
+
+func TestCustomChecksSeeEffectsAndJoinTheVerdict(t *testing.T) {
+	once := CustomCheck{Name: "effect-once", Judge: func(r Result) string {
+		for key, n := range r.Effects {
+			if n > 1 {
+				return key + " performed twice"
+			}
+		}
+		return ""
+	}}
+	// The prover's handler records a failure as an effect; a message
+	// drawn to fail twice performs "failures:<id>" twice.
+	s := &Schedule{Seed: 3, Rooms: 1, Events: []Event{{Kind: Say, Spec: MessageSpec{Label: "r1m1", Outcome: Reply, Fails: 2}}}}
+	res := Simulate(t, s, Options{Checks: []CustomCheck{once}})
+	require.NotNil(t, res.Violation)
+	assert.Equal(t, Invariant("effect-once"), res.Violation.Invariant)
+	assert.Contains(t, res.Violation.Reason, "performed twice")
+	assert.Equal(t, 1, res.Checks["effect-once"])
+	assert.Len(t, res.Starts, 3, "two failed starts, then the reply")
+
+	res = Simulate(t, oneMessage(), Options{Checks: []CustomCheck{once}})
+	assert.Nil(t, res.Violation)
+	assert.Equal(t, 1, res.Checks["effect-once"])
+}
+
+func TestASupersededAgentStopsAndIsStartedAgain(t *testing.T) {
+	// Gate indices: 1 me, 2 chats, 3 socket, 4 next, 5 processing.
+	res := Simulate(t, oneMessage(Event{At: 5, Kind: Supersede}), Options{})
+	require.Nil(t, res.Violation)
+	assert.Equal(t, 1, res.Faults["supersede"])
+	assert.Equal(t, 2, res.Lives)
+	assert.Equal(t, 1, res.Replies)
+}

@@ -160,7 +160,7 @@ func (s *sim) apply(ev Event) {
 		if err != nil {
 			return // the fake refused (it should not); the message does not exist
 		}
-		s.messages = append(s.messages, &sentMessage{ID: id, Room: room, Spec: ev.Spec, Seq: s.stamp()})
+		s.messages = append(s.messages, &sentMessage{ID: id, Room: room, Spec: ev.Spec})
 	case Interrupt, Stop, Play:
 		s.control(ev, false)
 	case DropSocket:
@@ -170,6 +170,22 @@ func (s *sim) apply(ev Event) {
 		s.band.DropSockets(s.agent.ID)
 	case PushFault:
 		s.band.InjectSocket(fakeband.SocketFault{Event: ev.PushEvent, Nth: 1, Kind: socketFault(ev.Push), Delay: ev.Delay})
+	case Supersede:
+		s.supersede()
+	}
+}
+
+// supersede tells the agent another connection took over. An agent that
+// hears it stops on its own (its requests are still served meanwhile) and
+// drive starts a new life, as a supervisor would. The push may arrive late
+// (behind a held one), so any exit after a supersede sent to an open
+// socket is a fair one.
+func (s *sim) supersede() {
+	connected := s.life != nil && s.life.socketsOpen.Load() > 0
+	s.band.Supersede(s.agent.ID)
+	if connected {
+		s.faults["supersede"]++
+		s.life.superseded = true
 	}
 }
 

@@ -78,6 +78,9 @@ type life struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	err     error // set before done closes
+	// superseded: Band told this life another connection took over, so
+	// it may stop on its own.
+	superseded bool
 
 	socketBytes atomic.Int64 // bytes the agent read from its sockets
 	socketsOpen atomic.Int32 // its socket connections that are up
@@ -337,33 +340,37 @@ func (c *socketConn) markClosed() {
 	}
 }
 
-// classify names a request's endpoint and room from its path.
+// classify names a request's endpoint and room from its path, without
+// allocating: it runs for every request.
 func classify(method, path string) (fakeband.Endpoint, string) {
 	_, rest, ok := strings.Cut(path, fakeband.APIPrefix+"/")
 	if !ok {
 		return "", ""
 	}
-	parts := strings.Split(strings.Trim(rest, "/"), "/")
-	switch {
-	case rest == "socket/websocket":
+	switch rest {
+	case "socket/websocket":
 		return fakeband.EndpointSocket, ""
-	case len(parts) == 2 && parts[0] == "agent" && parts[1] == "me":
+	case "agent/me":
 		return fakeband.EndpointMe, ""
-	case len(parts) == 2 && parts[0] == "agent" && parts[1] == "chats":
+	case "agent/chats":
 		return fakeband.EndpointChats, ""
-	case len(parts) < 4 || parts[0] != "agent" || parts[1] != "chats":
+	}
+	rest, ok = strings.CutPrefix(rest, "agent/chats/")
+	if !ok {
 		return "", ""
 	}
-	room := parts[2]
+	room, tail, _ := strings.Cut(rest, "/")
 	switch {
-	case len(parts) == 4 && parts[3] == "context":
+	case tail == "context":
 		return fakeband.EndpointContext, room
-	case len(parts) == 4 && parts[3] == "messages" && method == http.MethodPost:
+	case tail == "messages" && method == http.MethodPost:
 		return fakeband.EndpointPost, room
-	case len(parts) == 5 && parts[3] == "messages" && parts[4] == "next":
+	case tail == "messages/next":
 		return fakeband.EndpointNext, room
-	case len(parts) == 6 && parts[3] == "messages":
-		switch parts[5] {
+	}
+	if msg, ok := strings.CutPrefix(tail, "messages/"); ok {
+		_, mark, _ := strings.Cut(msg, "/")
+		switch mark {
 		case "processing":
 			return fakeband.EndpointProcessing, room
 		case "processed":

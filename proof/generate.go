@@ -203,8 +203,10 @@ func drawFault(r *rand.Rand, rooms, span int, g GenOptions) []Event {
 		ev.Endpoint, ev.Kind, ev.After, ev.Room = "", Stop, after(), r.IntN(rooms)
 		later := at + 1 + r.IntN(10)
 		return []Event{ev, {At: later, Kind: DropSocket}, {At: later, Kind: Play, Room: ev.Room}}
-	case x < 92:
+	case x < 90:
 		ev.Endpoint, ev.Kind = "", DropSocket
+	case x < 92:
+		ev.Endpoint, ev.Kind = "", Supersede
 	default:
 		ev.Kind = LoseResponse
 		ev.Endpoint = fakeband.EndpointProcessed // the lost ack

@@ -70,9 +70,11 @@ func (s *sim) gather() *truth {
 		t.byKey = append(t.byKey, map[string][]fakeband.Post{})
 		t.repliers = append(t.repliers, map[string]int{})
 	}
+	said := map[string]int{}
 	for i, r := range s.rooms {
 		for _, p := range s.band.Posts(r.ID) {
 			if p.SenderID != s.agent.ID {
+				said[p.ID] = p.Seq
 				continue
 			}
 			t.posts[i] = append(t.posts[i], p)
@@ -81,6 +83,7 @@ func (s *sim) gather() *truth {
 		}
 	}
 	for _, m := range s.messages {
+		m.Seq = said[m.ID]
 		t.marks[m.ID] = s.band.Marks(s.agent.ID, m.ID)
 		key := s.opts.KeyOf(m.ID, m.Spec)
 		t.keyOf[m.ID] = key
@@ -144,6 +147,16 @@ func (s *sim) judge() Result {
 	}
 	for _, n := range s.band.Requests() {
 		res.Requests += n
+	}
+	res.Starts, res.Effects = s.world.snapshot()
+	for _, c := range s.opts.Checks {
+		res.Checks[c.Name]++
+		if reason := c.Judge(res); reason != "" {
+			res.Violations[c.Name]++
+			if res.Violation == nil {
+				res.Violation = &Violation{Invariant: c.Name, Reason: reason}
+			}
+		}
 	}
 	return res
 }

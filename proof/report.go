@@ -89,6 +89,9 @@ func newReport(cfg RunConfig) *Report {
 			r.Revision += " (modified)"
 		}
 	}
+	if r.Revision == "unknown" && cfg.Revision != "" {
+		r.Revision = cfg.Revision + " (read from .git: the binary has no VCS stamp)"
+	}
 	if cfg.Exhaustive {
 		r.Mode = fmt.Sprintf("exhaustive: every single and double kill point (both kinds) over 1 room, 1–%d messages", min(max(cfg.ExhaustiveMessages, 0), 3))
 		if cfg.ExhaustiveMessages <= 0 {
@@ -122,7 +125,15 @@ func replayCommand(cfg RunConfig, seed int64, schedules int) string {
 func (r *Report) add(a *aggregate) {
 	r.Schedules = a.schedules
 	r.Faults = a.faults
-	for _, inv := range Invariants {
+	names := append([]Invariant(nil), Invariants...)
+	var custom []Invariant
+	for inv := range a.checks {
+		if !slices.Contains(Invariants, inv) {
+			custom = append(custom, inv)
+		}
+	}
+	slices.Sort(custom)
+	for _, inv := range append(names, custom...) {
 		r.Invariants = append(r.Invariants, InvariantCount{Name: inv, Checked: a.checks[inv], Violated: a.violations[inv]})
 	}
 	r.Messages, r.Replies, r.Requests, r.Lives = a.messages, a.replies, a.requests, a.lives

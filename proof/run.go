@@ -30,6 +30,9 @@ type RunConfig struct {
 	Engine Options
 	// Ledger describes the agent's ledger for the receipt.
 	Ledger string
+	// Revision is the VCS revision to report when the binary carries no
+	// VCS stamp (built with -buildvcs=false); "" reports "unknown".
+	Revision string
 	// Verbose keeps one summary line per schedule in the report.
 	Verbose bool
 	// Progress, if set, is called now and then with schedules done and

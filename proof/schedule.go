@@ -64,13 +64,17 @@ const (
 	// PushFault: the next PushEvent push the agent would receive is lost,
 	// duplicated or delayed (Push).
 	PushFault
+	// Supersede: Band tells the agent another connection took over. An
+	// agent that hears it must stop; the engine then starts a new life,
+	// as a process supervisor would.
+	Supersede
 )
 
 var eventNames = [...]string{
 	Say: "say", KillBefore: "kill-before", KillAfter: "kill-after", Throttle: "throttle",
 	ServerError: "server-error", Latency: "latency", LoseResponse: "lose-response",
 	StaleNext: "stale-next", Interrupt: "interrupt", Stop: "stop", Play: "play",
-	DropSocket: "drop-socket", PushFault: "push-fault",
+	DropSocket: "drop-socket", PushFault: "push-fault", Supersede: "supersede",
 }
 
 func (k EventKind) String() string {
@@ -176,6 +180,8 @@ func (e Event) String() string {
 		}
 	case DropSocket:
 		b.WriteString("drop the agent's socket")
+	case Supersede:
+		b.WriteString("supersede the agent's connection")
 	case PushFault:
 		fmt.Fprintf(&b, "next %s push %s", e.PushEvent, e.Push)
 		if e.Push == PushLate {

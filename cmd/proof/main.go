@@ -106,6 +106,9 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 		Verbose:    o.verbose,
 		Ledger:     ledgerDescription(proof.LedgerKind(o.ledger)),
 	}
+	if wd, err := os.Getwd(); err == nil {
+		cfg.Revision = gitRevision(wd)
+	}
 	shell := proof.ShellConfig{Durable: proof.LedgerKind(o.ledger)}
 	if shell.Durable == proof.LedgerBolt {
 		dir, err := os.MkdirTemp("", "bandonce-proof-")
