@@ -53,12 +53,17 @@ func TestEveryPhaseHasADefinedOutcome(t *testing.T) {
 		want  map[string]expectation
 	}{
 		{ // G1, G2: the signal lands while /next is fetching the message.
+			// A cycle begins when /next serves a message ("arm at
+			// dequeue"): an interrupt before that finds no turn in flight
+			// and must not consume a message that may postdate it.
 			phase{name: "during next", hold: fakeband.EndpointNext},
 			map[string]expectation{
-				sigInterrupt: interrupted,
+				sigInterrupt: replied,
 				// The gate is closed by the time /next is served: 204.
-				sigStop:      {status: fakeband.StatusDelivered},
-				sigLocalStop: left,
+				sigStop: {status: fakeband.StatusDelivered},
+				// Stopped while /next was in flight: the message it
+				// served is not even claimed.
+				sigLocalStop: {status: fakeband.StatusDelivered},
 			},
 		},
 		{ // Review finding (e): the claim window.

@@ -17,15 +17,16 @@ type roomControl struct {
 	wake    chan struct{} // buffered(1): a coalescing "look at /next now"
 }
 
-// cycle is one message's passage through the room, from the /next call
-// that fetches it until its fate is committed. A signal that lands in that
+// cycle is one message's passage through the room, from the moment /next
+// serves it until its fate is committed. A signal that lands in that
 // window is never lost: before the handler starts it is recorded in abort,
 // while the handler runs it also cancels the handler's context, and once
 // the fate is committed (the reply POST is about to be sent, or the mark
-// chosen) it no longer changes this message.
+// chosen) it no longer changes this message, unless the POST provably did
+// not land and is about to be sent again (late).
 type cycle struct {
-	probe     bool                    // a stopped room's single look at /next
 	abort     error                   // ErrInterrupted or ErrStopped; the last signal wins
+	late      error                   // a signal that came after the commit
 	cancel    context.CancelCauseFunc // set while the handler runs
 	committed bool
 }
@@ -34,20 +35,45 @@ func newRoomControl() *roomControl {
 	return &roomControl{wake: make(chan struct{}, 1)}
 }
 
-// begin opens a cycle before /next is asked, unless the room is stopped
-// and no probe was requested.
+// mayFetch reports whether the room may ask /next now: always unless it is
+// stopped, and then once per requested probe (probe true).
+func (c *roomControl) mayFetch() (probe, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case !c.stopped:
+		return false, true
+	case c.probe:
+		c.probe = false
+		return true, true
+	default:
+		return false, false
+	}
+}
+
+// begin opens the cycle of a message /next has just served, unless the
+// room was stopped while /next was in flight. A cycle begins only once
+// there is a message: an interrupt that lands while the shell is merely
+// asking /next finds no turn in flight, and must not consume a message
+// that may have been posted after it.
 func (c *roomControl) begin() (*cycle, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cy := &cycle{}
 	if c.stopped {
-		if !c.probe {
-			return nil, false
-		}
-		c.probe, cy.probe = false, true
+		return nil, false
 	}
-	c.cur = cy
-	return cy, true
+	c.cur = &cycle{}
+	return c.cur, true
+}
+
+// probeIfStopped lets a stopped room ask /next once more, as a slow safety
+// net for a play whose push was lost.
+func (c *roomControl) probeIfStopped() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		c.probe = true
+	}
 }
 
 // requestProbe lets a stopped room ask /next once and wakes it.
@@ -105,12 +131,25 @@ func (c *roomControl) commit(cy *cycle) error {
 	return nil
 }
 
+// lateSignal returns a signal that landed after the commit. The shell
+// asks before sending a reply again whose first POST provably did not
+// land: that reply would be new output after the signal.
+func (c *roomControl) lateSignal(cy *cycle) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return cy.late
+}
+
 // signal aborts the cycle in flight with cause. It reports whether a cycle
 // was there to abort.
 func (c *roomControl) signal(cause error) bool {
 	cy := c.cur
-	if cy == nil || cy.committed {
+	if cy == nil {
 		return false
+	}
+	if cy.committed {
+		cy.late = cause
+		return true
 	}
 	cy.abort = cause
 	if cy.cancel != nil {

@@ -49,7 +49,13 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 				continue
 			}
 		}
-		if cause := r.ctl.commit(cy); cause != nil {
+		cause := r.ctl.commit(cy)
+		if try > 0 && cause == nil {
+			// The reply is not in the room: posting it again would be
+			// new output, which a signal since the commit forbids.
+			cause = r.ctl.lateSignal(cy)
+		}
+		if cause != nil {
 			return r.aborted(ctx, m, attempt, cause)
 		}
 		if err := ledger.SetKey(ctx, r.id, key, KeyIntent); err != nil {

@@ -70,7 +70,7 @@ func (r *room) run(fetch, hard context.Context) {
 			if !r.s.socketUp.Load() {
 				// No socket, no play push: a stopped room learns that
 				// its gate opened only by asking /next now and then.
-				r.ctl.requestProbe()
+				r.ctl.probeIfStopped()
 			}
 		}
 		t.Stop()
@@ -114,14 +114,13 @@ func (r *room) round(fetch, hard context.Context) step {
 	}
 	defer func() { <-r.s.slots }()
 
-	cy, ok := r.ctl.begin()
+	probe, ok := r.ctl.mayFetch()
 	if !ok {
 		return stepStopped
 	}
-	defer r.ctl.end(cy)
 	m, err := r.s.api.Next(fetch, r.id)
 	if err != nil {
-		if cy.probe {
+		if probe {
 			// Without an answer the probe is still owed: dropping it would
 			// leave a room whose play was lost deaf until the next reconnect.
 			r.ctl.reprobe()
@@ -129,17 +128,22 @@ func (r *room) round(fetch, hard context.Context) step {
 		return r.failed("GET next", err)
 	}
 	if m == nil {
-		if cy.probe {
+		if probe {
 			return stepStopped // the gate is still closed
 		}
 		return stepIdle
 	}
-	if cy.probe {
+	if probe {
 		// A served message proves the platform's gate is open again: the
-		// play that opened it was lost while the socket was down.
+		// play that opened it was lost.
 		r.s.log.Info("bandonce: stopped room has work again; resuming", "room", r.id)
 		r.ctl.play()
 	}
+	cy, ok := r.ctl.begin()
+	if !ok {
+		return stepStopped // stopped while /next was in flight: leave the message
+	}
+	defer r.ctl.end(cy)
 	return r.settle(fetch, hard, cy, m)
 }
 
