@@ -31,6 +31,12 @@ type Options struct {
 	// Checks are more invariants, judged after the built-in ones, in
 	// order, from the result (its Effects and Starts included).
 	Checks []CustomCheck
+	// RepliesOptional accepts a message whose spec says Reply ending
+	// processed with no reply, for agents that may consume a message
+	// silently. Every other rule stands: at most one reply per key, none
+	// after its message was marked processed, nothing sent after an
+	// interrupt reached the agent, nothing pending.
+	RepliesOptional bool
 }
 
 // CustomCheck is one more invariant for Options.Checks, such as "no side
@@ -75,6 +81,8 @@ type Result struct {
 	Schedule *Schedule
 	// Violation is the first invariant that failed, or nil.
 	Violation *Violation
+	// Found holds, for every invariant that failed, its first violation.
+	Found map[Invariant]*Violation
 	// Checks counts, per invariant, the cases judged; Violations the
 	// cases that failed.
 	Checks, Violations map[Invariant]int

@@ -132,3 +132,23 @@ func TestASupersededAgentStopsAndIsStartedAgain(t *testing.T) {
 	assert.Equal(t, 2, res.Lives)
 	assert.Equal(t, 1, res.Replies)
 }
+
+func TestRepliesOptionalAcceptsASilentConsumeButNothingElse(t *testing.T) {
+	silent := func(*Schedule) (Factory, func()) {
+		return func() Agent {
+			return func(ctx context.Context, env Env) error {
+				a := &loopAgent{api: &restClient{hc: env.HTTPClient, base: env.BaseURL, key: env.APIKey}, env: env,
+					abort: map[string]string{}, active: map[string]bool{}, ackPending: map[string]bool{}}
+				return a.consumeSilently(ctx)
+			}
+		}, nil
+	}
+	res := Simulate(t, oneMessage(), Options{Agent: silent})
+	require.NotNil(t, res.Violation)
+	assert.Equal(t, OneOutcome, res.Violation.Invariant)
+	assert.Contains(t, res.Found[OneOutcome].Reason, "without its reply")
+
+	res = Simulate(t, oneMessage(), Options{Agent: silent, RepliesOptional: true})
+	assert.Nil(t, res.Violation)
+	assert.Empty(t, res.Found)
+}

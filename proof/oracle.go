@@ -138,7 +138,7 @@ func (s *sim) judge() Result {
 		v.fail(s.failure.Invariant, "%s", s.failure.Reason)
 	}
 	res := Result{
-		Schedule: s.sched, Violation: v.first(), Checks: v.checks, Violations: v.violated, Faults: s.firedFaults(),
+		Schedule: s.sched, Violation: v.first(), Found: v.found, Checks: v.checks, Violations: v.violated, Faults: s.firedFaults(),
 		DoublePosts: v.doublePosts, Lost: v.lost,
 		Messages: len(s.messages), Lives: s.lives, Released: s.released, QuietAt: s.quietAt,
 	}
@@ -153,8 +153,11 @@ func (s *sim) judge() Result {
 		res.Checks[c.Name]++
 		if reason := c.Judge(res); reason != "" {
 			res.Violations[c.Name]++
+			if res.Found[c.Name] == nil {
+				res.Found[c.Name] = &Violation{Invariant: c.Name, Reason: reason}
+			}
 			if res.Violation == nil {
-				res.Violation = &Violation{Invariant: c.Name, Reason: reason}
+				res.Violation = res.Found[c.Name]
 			}
 		}
 	}
@@ -268,6 +271,8 @@ func (t *truth) outcomes(v *judgement) {
 			case len(posts) > 0 && posts[0].Seq < done, excused:
 			case len(posts) > 0:
 				v.fail(OneOutcome, "%s was marked processed before its reply was posted", m.Spec.Label)
+			case t.s.opts.RepliesOptional && (m.Spec.Fails == 0 || !t.failedBefore(m.ID, done)):
+				// The agent may consume a message without answering it.
 			case t.failedBefore(m.ID, done):
 				v.lost++
 				v.fail(AbortsUncharged, "%s was dead-lettered though drawn to succeed after %d failure(s)", m.Spec.Label, m.Spec.Fails)

@@ -328,3 +328,20 @@ func (c *restClient) hasKey(ctx context.Context, room, self, key string, onePage
 		cursor = *out.Metadata.NextCursor
 	}
 }
+
+// consumeSilently marks every message processed without a reply: an
+// agent that never answers.
+func (a *loopAgent) consumeSilently(ctx context.Context) error {
+	rooms, _ := a.api.rooms(ctx)
+	for ctx.Err() == nil {
+		for _, room := range rooms {
+			if m, err := a.api.next(ctx, room); err == nil && m != nil {
+				if _, err := a.api.mark(ctx, room, m.ID, "processing", nil); err == nil {
+					a.ack(ctx, room, m.ID)
+				}
+			}
+		}
+		pause(ctx, 100*time.Millisecond)
+	}
+	return nil
+}
