@@ -1,7 +1,9 @@
 package proof
 
 import (
+	"os"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -13,12 +15,11 @@ func cpu() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func TestScratchCPU(t *testing.T) {
+func TestScratchWorkers(t *testing.T) {
 	debug.SetGCPercent(800)
-	for i := 0; i < 3; i++ {
-		c0 := cpu()
-		cfg := RunConfig{Workers: 2, Engine: Options{}.withDefaults()}
-		runEach(t, cfg, 2000, func(i int) *Schedule { return Random(20260616+int64(i), GenOptions{}) }, nil)
-		t.Logf("%v cpu/schedule", (cpu()-c0)/2000)
-	}
+	w, _ := strconv.Atoi(os.Getenv("W"))
+	c0, w0 := cpu(), time.Now()
+	cfg := RunConfig{Workers: w, Engine: Options{}.withDefaults()}
+	runEach(t, cfg, 3000, func(i int) *Schedule { return Random(20260616+int64(i), GenOptions{}) }, nil)
+	t.Logf("workers %d: %v cpu/schedule, %v wall/schedule, util %.2f", w, (cpu()-c0)/3000, time.Since(w0)/3000, float64(cpu()-c0)/float64(time.Since(w0)))
 }

@@ -18,7 +18,7 @@ func TestShellHoldsUnderRandomSchedules(t *testing.T) {
 		n = 120
 	}
 	rep := Run(t, RunConfig{Seed: 20260616, Schedules: n})
-	if !assert.True(t, rep.Held, "see /work/notes/bugs-from-proof.md") {
+	if !assert.True(t, rep.Held) {
 		f := rep.First
 		t.Logf("first violation: seed %d %s: %s; witness (%s):", f.Seed, f.Invariant, f.Reason, f.Setting)
 		for _, w := range f.Witness {
@@ -50,10 +50,10 @@ func TestShellHoldsUnderExhaustiveKills(t *testing.T) {
 		"every enumerated kill fired")
 }
 
-// Shell defect (see /work/notes/bugs-from-proof.md): after an ambiguous
-// reply POST the Shell re-reads the room and posts again even though an
-// interrupt reached it in between. Gate indices: 1 me, 2 chats, 3 next,
-// 4 socket, 5 processing, 6 post (429), 7 the re-guard read.
+// Regression, found by the prover: after an ambiguous reply POST the
+// Shell re-read the room and posted again even though an interrupt had
+// reached it in between. Gate indices: 1 me, 2 chats, 3 socket, 4 next,
+// 5 processing, 6 post (429), 7 the re-guard read.
 func TestShellRepostsAfterInterrupt(t *testing.T) {
 	s := &Schedule{Seed: 1, Rooms: 1, Name: "repost after interrupt", Events: []Event{
 		{Kind: Say, Spec: MessageSpec{Label: "r1m1", Outcome: Reply}},
@@ -64,10 +64,10 @@ func TestShellRepostsAfterInterrupt(t *testing.T) {
 	assert.Nil(t, res.Violation, "the reply must not be posted after the interrupt reached the Shell")
 }
 
-// Shell defect (see /work/notes/bugs-from-proof.md): the cycle is armed
-// before GET /next answers, so an interrupt during a slow (or retried)
-// /next consumes the message it then serves, even one posted after the
-// interrupt, without running the handler.
+// Regression, found by the prover: the cycle was armed before GET /next
+// answered, so an interrupt during a slow (or retried) /next consumed the
+// message it then served, even one posted after the interrupt, without
+// running the handler.
 func TestShellInterruptConsumesALaterMessage(t *testing.T) {
 	s := &Schedule{Seed: 1, Rooms: 1, Name: "interrupt consumes a later message", Events: []Event{
 		{At: 1, Kind: Latency, Endpoint: fakeband.EndpointNext, Delay: time.Second},
