@@ -52,6 +52,7 @@ type External struct {
 
 // HandlerStart is one recorded start of a handler.
 type HandlerStart struct {
+	// Life is the agent life that started it, in Room on MessageID.
 	Life            int
 	Room, MessageID string
 	// Seq is the fake Band's event sequence number when the handler

@@ -42,6 +42,7 @@ type Options struct {
 // CustomCheck is one more invariant for Options.Checks, such as "no side
 // effect performed twice for one natural key".
 type CustomCheck struct {
+	// Name names the invariant in counts, reports and shrinking.
 	Name Invariant
 	// Judge returns why the schedule broke the invariant, or "" if it
 	// held.
@@ -78,6 +79,7 @@ const (
 
 // Result is the verdict on one schedule, with what it exercised.
 type Result struct {
+	// Schedule is the schedule judged.
 	Schedule *Schedule
 	// Violation is the first invariant that failed, or nil.
 	Violation *Violation

@@ -49,6 +49,7 @@ type Violation struct {
 	Reason    string
 }
 
+// Error reads "invariant: reason".
 func (v *Violation) Error() string { return string(v.Invariant) + ": " + v.Reason }
 
 // truth is the ground truth the oracle reads, gathered once.

@@ -16,44 +16,66 @@ import (
 // and whether exactly-once held. Two runs with the same seed and flags
 // give the same report apart from WallTime and the rates.
 type Report struct {
-	MasterSeed    int64            `json:"master_seed"`
-	Mode          string           `json:"mode"`
-	Schedules     int              `json:"schedules"`
-	GoVersion     string           `json:"go_version"`
-	Module        string           `json:"module"`
-	ModuleVersion string           `json:"module_version"`
-	Revision      string           `json:"vcs_revision"`
-	Ledger        string           `json:"ledger"`
-	Durable       int              `json:"durable_schedules"`
-	Faults        map[string]int   `json:"faults_triggered"`
-	Invariants    []InvariantCount `json:"invariants"`
-	Messages      int              `json:"messages"`
-	Replies       int              `json:"replies"`
-	Requests      int              `json:"http_requests"`
-	Lives         int              `json:"agent_lives"`
-	DoublePosts   int              `json:"double_posts"`
-	LostMessages  int              `json:"lost_messages"`
-	Exhaustive    *Coverage        `json:"exhaustive,omitempty"`
-	Violating     int              `json:"violating_schedules"`
-	First         *Failure         `json:"first_violation,omitempty"`
-	WallSeconds   float64          `json:"wall_seconds"`
-	SchedulesPerS float64          `json:"schedules_per_second"`
-	RequestsPerS  float64          `json:"requests_per_second"`
-	Replay        string           `json:"replay"`
-	Held          bool             `json:"held"`
+	// MasterSeed seeds the run; Mode says which schedules it ran and
+	// Schedules how many.
+	MasterSeed int64  `json:"master_seed"`
+	Mode       string `json:"mode"`
+	Schedules  int    `json:"schedules"`
+	// GoVersion, Module, ModuleVersion and Revision say what was built.
+	GoVersion     string `json:"go_version"`
+	Module        string `json:"module"`
+	ModuleVersion string `json:"module_version"`
+	Revision      string `json:"vcs_revision"`
+	// Ledger describes the agent's ledger; Durable counts the schedules
+	// that kept one across kills.
+	Ledger  string `json:"ledger"`
+	Durable int    `json:"durable_schedules"`
+	// Faults counts the faults and control actions that fired.
+	Faults map[string]int `json:"faults_triggered"`
+	// Invariants says how often each invariant was checked and failed.
+	Invariants []InvariantCount `json:"invariants"`
+	// Messages, Replies, Requests and Lives are totals from the fake's
+	// ground truth and the engine: human messages, agent replies, HTTP
+	// requests Band received, agent lives started.
+	Messages int `json:"messages"`
+	Replies  int `json:"replies"`
+	Requests int `json:"http_requests"`
+	Lives    int `json:"agent_lives"`
+	// DoublePosts counts replies beyond the first for a key;
+	// LostMessages the messages left pending or without their due reply.
+	DoublePosts  int `json:"double_posts"`
+	LostMessages int `json:"lost_messages"`
+	// Exhaustive says what an exhaustive run enumerated.
+	Exhaustive *Coverage `json:"exhaustive,omitempty"`
+	// Violating counts the schedules that broke an invariant; First is
+	// the one with the lowest index, shrunk.
+	Violating int      `json:"violating_schedules"`
+	First     *Failure `json:"first_violation,omitempty"`
+	// WallSeconds and the rates are the only figures that differ
+	// between two runs with the same flags.
+	WallSeconds   float64 `json:"wall_seconds"`
+	SchedulesPerS float64 `json:"schedules_per_second"`
+	RequestsPerS  float64 `json:"requests_per_second"`
+	// Replay is the command line that reruns this run.
+	Replay string `json:"replay"`
+	// Held is true when every schedule kept every invariant.
+	Held bool `json:"held"`
 	// Lines has one line per schedule when the run was verbose.
 	Lines []string `json:"-"`
 }
 
 // InvariantCount is how often one invariant was checked and failed.
 type InvariantCount struct {
-	Name     Invariant `json:"name"`
-	Checked  int       `json:"checked"`
-	Violated int       `json:"violated"`
+	Name Invariant `json:"name"`
+	// Checked counts the cases judged; Violated those that failed.
+	Checked  int `json:"checked"`
+	Violated int `json:"violated"`
 }
 
 // Failure is the first violation, shrunk to a minimal witness.
 type Failure struct {
+	// Seed and Schedule identify the violating schedule; Invariant and
+	// Reason say what broke, as the witness shows it.
 	Seed      int64     `json:"seed"`
 	Schedule  string    `json:"schedule"`
 	Invariant Invariant `json:"invariant"`
@@ -62,8 +84,10 @@ type Failure struct {
 	// how many events it was shrunk from.
 	Witness   []string `json:"witness"`
 	WitnessOf int      `json:"witness_shrunk_from"`
-	Setting   string   `json:"setting"`
-	Replay    string   `json:"replay"`
+	// Setting is the witness's rooms and ledger; Replay the command that
+	// reruns the violating schedule.
+	Setting string `json:"setting"`
+	Replay  string `json:"replay"`
 }
 
 func newReport(cfg RunConfig) *Report {

@@ -77,6 +77,7 @@ var eventNames = [...]string{
 	DropSocket: "drop-socket", PushFault: "push-fault", Supersede: "supersede",
 }
 
+// String names the kind as witnesses and traces spell it.
 func (k EventKind) String() string {
 	if k >= 0 && int(k) < len(eventNames) {
 		return eventNames[k]
@@ -99,6 +100,7 @@ const (
 	PushLate
 )
 
+// String names the mode as witnesses spell it.
 func (m PushMode) String() string {
 	return [...]string{"normal", "lost", "duplicated", "late"}[m]
 }
@@ -112,6 +114,8 @@ func (m PushMode) String() string {
 // system stalls or goes quiet with events left, the next one fires at
 // once.
 type Event struct {
+	// At and After say when the event is due (see above); Kind what it
+	// does.
 	At       int
 	After    time.Duration
 	Kind     EventKind
@@ -213,6 +217,7 @@ const (
 
 var outcomeNames = [...]string{"reply", "no-reply", "panic-then-reply", "permanent", "always-fail"}
 
+// String names the outcome as message specs spell it.
 func (o Outcome) String() string {
 	if o >= 0 && int(o) < len(outcomeNames) {
 		return outcomeNames[o]
@@ -230,7 +235,8 @@ func (o Outcome) deadLetters() bool { return o == PermanentFailure || o == Alway
 // MessageSpec is one human message and what the handler does with it.
 type MessageSpec struct {
 	// Label names the message in reports ("r1m2"); it survives shrinking.
-	Label   string
+	Label string
+	// Outcome is what the handler does with the message.
 	Outcome Outcome
 	// Fails is how many failures (or panics) come before the reply.
 	Fails int
@@ -241,7 +247,7 @@ type MessageSpec struct {
 	Key string
 }
 
-// String is the spec as the human writes it; parseSpec reads it back.
+// String is the spec as the human writes it; ParseSpec reads it back.
 func (s MessageSpec) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s", s.Label, s.Outcome)
