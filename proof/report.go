@@ -140,8 +140,8 @@ func replayCommand(cfg RunConfig, seed int64, schedules int) string {
 	} else {
 		cmd += fmt.Sprintf(" -schedules %d", schedules)
 	}
-	if cfg.Ledger != "" && !strings.HasPrefix(cfg.Ledger, string(LedgerMemory)) {
-		cmd += " -ledger " + strings.Fields(cfg.Ledger)[0]
+	if cfg.ReplayFlags != "" {
+		cmd += " " + cfg.ReplayFlags
 	}
 	return cmd
 }

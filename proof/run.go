@@ -30,6 +30,9 @@ type RunConfig struct {
 	Engine Options
 	// Ledger describes the agent's ledger for the receipt.
 	Ledger string
+	// ReplayFlags are flags the replay commands add after -seed and
+	// -schedules, e.g. "-ledger bolt".
+	ReplayFlags string
 	// Revision is the VCS revision to report when the binary carries no
 	// VCS stamp (built with -buildvcs=false); "" reports "unknown".
 	Revision string

@@ -111,6 +111,7 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 	}
 	shell := proof.ShellConfig{Durable: proof.LedgerKind(o.ledger)}
 	if shell.Durable == proof.LedgerBolt {
+		cfg.ReplayFlags = "-ledger bolt"
 		dir, err := os.MkdirTemp("", "bandonce-proof-")
 		if err != nil {
 			fmt.Fprintln(stderr, "proof:", err)

@@ -111,6 +111,6 @@ func TestTheBoltLedger(t *testing.T) {
 	assert.True(t, held, out.String())
 	assert.Contains(t, out.String(), "ledger               bolt:")
 	assert.NotContains(t, out.String(), " 0 of 12 schedules kept a durable ledger", "some schedules used the bolt file")
-	assert.Contains(t, out.String(), "-ledger bolt")
+	assert.Contains(t, out.String(), "replay               go run ./cmd/proof -seed 5 -schedules 12 -ledger bolt\n")
 	assert.Contains(t, out.String(), "random seed 5: rooms=", "-v prints one line per schedule")
 }
