@@ -7,65 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/fakeband"
 )
-
-// Options configure the engine. The zero value runs the prover's own
-// Shell agent with a fresh MemoryLedger per life.
-type Options struct {
-	// Agent builds the agent factory for one schedule, and a cleanup to
-	// run when the schedule is over (nil for none). Nil means
-	// ShellAgent(ShellConfig{}).
-	Agent func(*Schedule) (Factory, func())
-	// MaxAttempts is the handler-failure budget the agent dead-letters
-	// at; the oracle uses it to tell a fair dead letter from an abort
-	// that was charged. Zero means 3 (the Shell's default).
-	MaxAttempts int
-	// KeyOf is the dedup key the agent's reply to a message carries.
-	// Nil means the spec's Key, or bandonce.DefaultKey of the message id.
-	KeyOf func(messageID string, spec MessageSpec) string
-	// Trace, if set, receives one line per step of the run: releases,
-	// events, kills and lives. For debugging and -v.
-	Trace func(line string)
-	// Checks are more invariants, judged after the built-in ones, in
-	// order, from the result (its Effects and Starts included).
-	Checks []CustomCheck
-	// RepliesOptional accepts a message whose spec says Reply ending
-	// processed with no reply, for agents that may consume a message
-	// silently. Every other rule stands: at most one reply per key, none
-	// after its message was marked processed, nothing sent after an
-	// interrupt reached the agent, nothing pending.
-	RepliesOptional bool
-}
-
-// CustomCheck is one more invariant for Options.Checks, such as "no side
-// effect performed twice for one natural key".
-type CustomCheck struct {
-	// Name names the invariant in counts, reports and shrinking.
-	Name Invariant
-	// Judge returns why the schedule broke the invariant, or "" if it
-	// held.
-	Judge func(Result) string
-}
-
-func (o Options) withDefaults() Options {
-	if o.Agent == nil {
-		o.Agent = ShellAgent(ShellConfig{})
-	}
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = 3
-	}
-	if o.KeyOf == nil {
-		o.KeyOf = func(id string, spec MessageSpec) string {
-			if spec.Key != "" {
-				return spec.Key
-			}
-			return bandonce.DefaultKey(id)
-		}
-	}
-	return o
-}
 
 // Virtual-time limits of one schedule.
 const (
@@ -76,37 +19,6 @@ const (
 	deadline    = 15 * time.Minute        // the whole schedule
 	killGrace   = time.Minute             // a killed agent must have returned by then
 )
-
-// Result is the verdict on one schedule, with what it exercised.
-type Result struct {
-	// Schedule is the schedule judged.
-	Schedule *Schedule
-	// Violation is the first invariant that failed, or nil.
-	Violation *Violation
-	// Found holds, for every invariant that failed, its first violation.
-	Found map[Invariant]*Violation
-	// Checks counts, per invariant, the cases judged; Violations the
-	// cases that failed.
-	Checks, Violations map[Invariant]int
-	// DoublePosts counts replies beyond the first for a key; Lost the
-	// messages left pending or processed without their due reply.
-	DoublePosts, Lost int
-	// Faults counts the faults and control actions that fired.
-	Faults map[string]int
-	// Messages, Replies and Requests are totals from the fake's ground
-	// truth; Lives is how many times the agent was started.
-	Messages, Replies, Requests, Lives int
-	// Effects counts the side effects the agent performed through
-	// External, by natural key; Starts lists its handler starts.
-	Effects map[string]int
-	Starts  []HandlerStart
-	// Released is how many requests the gate released or killed: the
-	// schedule's request-index space.
-	Released int
-	// QuietAt is the request count when the system first went quiet
-	// with every event fired: the lifecycle's request sequence.
-	QuietAt int
-}
 
 // Simulate runs one schedule in its own synctest bubble and judges it.
 // It never fails t; the verdict is in the Result.

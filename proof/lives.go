@@ -4,8 +4,35 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
+
+// life is one run of the agent, from its factory call until it returns.
+type life struct {
+	n       int
+	severed bool          // guarded by gate.mu
+	dead    chan struct{} // closed when severed
+	ext     *External
+	cancel  context.CancelFunc
+	done    chan struct{}
+	err     error // set before done closes
+	// superseded: Band told this life another connection took over, so
+	// it may stop on its own.
+	superseded bool
+
+	socketBytes atomic.Int64 // bytes the agent read from its sockets
+	socketsOpen atomic.Int32 // its socket connections that are up
+}
+
+func (l *life) exited() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // startLife starts a fresh agent from the factory on the same fake.
 func (s *sim) startLife() {
