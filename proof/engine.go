@@ -108,20 +108,17 @@ func newSim(s *Schedule, opts Options) *sim {
 	for i := range max(s.Rooms, 1) {
 		sm.rooms = append(sm.rooms, b.AddRoom(fmt.Sprintf("room %d", i+1), sm.human, sm.agent.ID))
 	}
-	// Stamps cost a copy of the fake's event log, so they are only taken
-	// where an invariant will read them: reply sends when the schedule
-	// interrupts, handler starts when it stops.
-	sendStamp, startStamp := noStamp, noStamp
+	// A stamp costs a copy of the fake's event log, so reply sends are
+	// only stamped when the schedule interrupts (the one invariant that
+	// reads them); handler starts always are, for Result.Starts.
+	sendStamp := noStamp
 	for _, e := range s.Events {
-		switch e.Kind {
-		case Interrupt:
+		if e.Kind == Interrupt {
 			sendStamp = sm.stamp
-		case Stop:
-			startStamp = sm.stamp
 		}
 	}
 	sm.gate = newGate(b.HTTPClient().Transport, b.Handler(), sendStamp)
-	sm.world = newExternalWorld(startStamp)
+	sm.world = newExternalWorld(sm.stamp)
 	sm.factory, sm.cleanup = opts.Agent(s)
 	return sm
 }
