@@ -49,9 +49,9 @@ type Config struct {
 	// is the production default.
 	Retry RetryPolicy
 
-	// HTTPClient sends every request. Nil means a client of its own with a
-	// RequestTimeout per request. A client with no Timeout gets
-	// RequestTimeout.
+	// HTTPClient sends every request and the socket's upgrade. Nil means
+	// http.DefaultTransport. Unless the client has a Timeout of its own,
+	// each REST request is bounded by RequestTimeout.
 	HTTPClient *http.Client
 
 	// RequestTimeout bounds each HTTP request. Zero means 30 s.
@@ -155,8 +155,9 @@ type Outcome struct {
 // settings is a Config with its defaults applied.
 type settings struct {
 	Config
-	baseURL   *url.URL
-	socketURL string
+	baseURL      *url.URL
+	socketURL    string
+	socketClient *http.Client // HTTPClient without the per-request deadline
 }
 
 func (c Config) withDefaults() (settings, error) {
@@ -210,13 +211,7 @@ func (c Config) withDefaults() (settings, error) {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
-	if s.HTTPClient == nil {
-		s.HTTPClient = &http.Client{Timeout: s.RequestTimeout}
-	} else if s.HTTPClient.Timeout == 0 {
-		copied := *s.HTTPClient
-		copied.Timeout = s.RequestTimeout
-		s.HTTPClient = &copied
-	}
+	s.HTTPClient, s.socketClient = requestClients(c.HTTPClient, s.RequestTimeout)
 	s.socketURL = c.SocketURL
 	if s.socketURL == "" && !c.DisableSocket {
 		ws := *base

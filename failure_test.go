@@ -325,3 +325,23 @@ func TestMaxConcurrentRoomsCapsHandlersInFlight(t *testing.T) {
 		}
 	})
 }
+
+func TestRequestTimeoutBoundsEachRequestButNotTheSocket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		id := w.say(w.rooms[0], "hi")
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointNext, Nth: 1, Kind: fakeband.Delay, Delay: time.Hour})
+		cfg := w.config(echo)
+		cfg.DisableSocket = false
+		cfg.RequestTimeout = 2 * time.Second
+		start := time.Now()
+		var doneAt time.Duration
+		cfg.Hooks.Outcome = func(bandonce.Outcome) { doneAt = time.Since(start) }
+		stop := w.start(cfg)
+		settle(5 * time.Minute)
+		require.NoError(t, stop())
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+		assert.Less(t, doneAt, 10*time.Second, "the hung /next gave up after RequestTimeout and was retried")
+		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointSocket], "the socket outlives RequestTimeout")
+	})
+}

@@ -17,13 +17,11 @@ import (
 func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{} {
 	connected := make(chan struct{})
 	var once sync.Once
-	upgrade := *s.cfg.HTTPClient
-	upgrade.Timeout = 0 // the socket is long-lived; the dial bounds itself
 	sock := phoenix.New(phoenix.Config{
 		URL:        s.cfg.socketURL,
 		APIKey:     s.cfg.APIKey,
 		AgentID:    agentID,
-		HTTPClient: &upgrade,
+		HTTPClient: s.cfg.socketClient,
 		Logger:     s.log,
 		Seed:       s.jitterSeed + 2,
 		OnConnected: func() {

@@ -1,0 +1,65 @@
+package bandonce
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"time"
+)
+
+// deadlineTransport bounds each request (each retry attempt) with a
+// context deadline that lasts until its body is closed. It does what
+// http.Client.Timeout does without the goroutine and timer net/http starts
+// per request for a RoundTripper that is not an *http.Transport (a test
+// double, a tracing wrapper).
+type deadlineTransport struct {
+	next    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t *deadlineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose releases the request's deadline once its body is done.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// requestClients returns the client for REST calls, each bounded by
+// timeout unless the caller's client has a Timeout of its own, and the
+// client for the socket's upgrade, which must not be bounded: the
+// connection it opens lives on.
+func requestClients(base *http.Client, timeout time.Duration) (rest, socket *http.Client) {
+	if base == nil {
+		base = &http.Client{}
+	}
+	socket = new(http.Client)
+	*socket = *base
+	socket.Timeout = 0
+	if base.Timeout != 0 {
+		return base, socket
+	}
+	next := base.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	rest = new(http.Client)
+	*rest = *base
+	rest.Transport = &deadlineTransport{next: next, timeout: timeout}
+	return rest, socket
+}
