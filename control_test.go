@@ -100,8 +100,9 @@ func TestStopLeavesTheMessageAndPlayReplaysInOrder(t *testing.T) {
 		time.Sleep(time.Second)
 		h.setDelay(0)
 		during := []string{w.say(room, "while stopped 1"), w.say(room, "while stopped 2")}
+		synctest.Wait()
+		nextBefore := w.band.Requests()[fakeband.EndpointNext] // before the other room wakes
 		elsewhere := w.say(other, "other room")
-		nextBefore := w.band.Requests()[fakeband.EndpointNext]
 		settle(10 * time.Minute)
 
 		require.Len(t, h.seen(), 1)
