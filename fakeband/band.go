@@ -25,6 +25,7 @@ type Band struct {
 	deliveries   map[deliveryKey]*delivery
 	executions   map[pairKey]*execution
 	lastDone     map[pairKey]string // message most recently processed, for StaleNext
+	settledUpTo  map[pairKey]int    // room messages before this index are all settled for the agent
 
 	truth  truth
 	faults faultState
@@ -54,6 +55,7 @@ func New(opts Options) *Band {
 		deliveries:   map[deliveryKey]*delivery{},
 		executions:   map[pairKey]*execution{},
 		lastDone:     map[pairKey]string{},
+		settledUpTo:  map[pairKey]int{},
 		closing:      make(chan struct{}),
 	}
 	if b.now == nil {

@@ -17,10 +17,20 @@ func (b *Band) nextLocked(agent *participant, roomID string, stale bool) (m *mes
 			return b.messages[id], true, nil
 		}
 	}
-	for _, m := range r.messages {
-		if d := b.deliveries[deliveryKey{agent.id, m.id}]; d != nil && d.status != StatusProcessed {
-			return m, false, nil
+	// Processed is terminal and messages are only appended, so the prefix
+	// of the room that holds nothing for this agent only grows: /next
+	// resumes where it last found the head instead of rescanning a long
+	// room on every call.
+	pk := pairKey{agent.id, r.id}
+	i := b.settledUpTo[pk]
+	for ; i < len(r.messages); i++ {
+		if d := b.deliveries[deliveryKey{agent.id, r.messages[i].id}]; d != nil && d.status != StatusProcessed {
+			break
 		}
+	}
+	b.settledUpTo[pk] = i
+	if i < len(r.messages) {
+		return r.messages[i], false, nil
 	}
 	return nil, false, nil
 }
