@@ -202,9 +202,6 @@ func fromOracle(cfg *config, res proof.Result) *verdict {
 	if v == nil {
 		return nil
 	}
-	if cfg.mayNotReply && v.Invariant == proof.OneOutcome && strings.Contains(v.Reason, "without its reply") {
-		return nil
-	}
 	what := map[proof.Invariant]string{
 		proof.NoDoublePost:     "a double post",
 		proof.NonePending:      "a lost message",

@@ -37,7 +37,8 @@ type runner struct {
 func (r *runner) simulate(tr trial) outcome {
 	var obs *observation
 	opts := proof.Options{
-		MaxAttempts: r.cfg.maxAttempts,
+		MaxAttempts:     r.cfg.maxAttempts,
+		RepliesOptional: r.cfg.mayNotReply,
 		Agent: func(*proof.Schedule) (proof.Factory, func()) {
 			obs = newObservation(tr.ext)
 			if tr.supersede > 0 {
