@@ -100,20 +100,26 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 func (r *recorder) response(req *http.Request) *http.Response {
-	status := r.status
+	resp := newResponse(req, r.status, http.StatusOK, r.header, io.NopCloser(bytes.NewReader(r.body.Bytes())))
+	resp.ContentLength = int64(r.body.Len())
+	return resp
+}
+
+// newResponse is the answer net/http's client would have parsed off the
+// wire; status 0 means the handler never set one, so fallback applies.
+func newResponse(req *http.Request, status, fallback int, header http.Header, body io.ReadCloser) *http.Response {
 	if status == 0 {
-		status = http.StatusOK
+		status = fallback
 	}
 	return &http.Response{
-		Status:        fmt.Sprintf("%d %s", status, http.StatusText(status)),
-		StatusCode:    status,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        r.header,
-		Body:          io.NopCloser(bytes.NewReader(r.body.Bytes())),
-		ContentLength: int64(r.body.Len()),
-		Request:       req,
+		Status:     fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		StatusCode: status,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     header,
+		Body:       body,
+		Request:    req,
 	}
 }
 
@@ -135,20 +141,7 @@ func (t *Transport) upgrade(req *http.Request, body []byte) (*http.Response, err
 	}()
 	select {
 	case <-w.hijacked:
-		status := w.status
-		if status == 0 {
-			status = http.StatusSwitchingProtocols
-		}
-		return &http.Response{
-			Status:     fmt.Sprintf("%d %s", status, http.StatusText(status)),
-			StatusCode: status,
-			Proto:      "HTTP/1.1",
-			ProtoMajor: 1,
-			ProtoMinor: 1,
-			Header:     w.header,
-			Body:       client,
-			Request:    req,
-		}, nil
+		return newResponse(req, w.status, http.StatusSwitchingProtocols, w.header, client), nil
 	case <-done:
 		client.Close()
 		return w.response(req), nil
