@@ -345,3 +345,45 @@ func TestRequestTimeoutBoundsEachRequestButNotTheSocket(t *testing.T) {
 		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointSocket], "the socket outlives RequestTimeout")
 	})
 }
+
+// quotaOnce answers the first reply POST with Band's plan-limit 403.
+type quotaOnce struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	done bool
+}
+
+func (q *quotaOnce) RoundTrip(req *http.Request) (*http.Response, error) {
+	q.mu.Lock()
+	first := !q.done && req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/messages")
+	q.done = q.done || first
+	q.mu.Unlock()
+	if !first {
+		return q.next.RoundTrip(req)
+	}
+	body := `{"error":{"code":"limit_reached","message":"plan limit reached","request_id":"r1"}}`
+	return &http.Response{StatusCode: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+}
+
+// A 403 is a stop only when it is not the plan's quota: limit_reached keeps
+// the reply and retries it, and the room is not stopped.
+func TestAQuotaRefusalIsRetriedNotAStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		first := w.say(w.rooms[0], "one")
+		cfg := w.config(echo)
+		cfg.HTTPClient = &http.Client{Transport: &quotaOnce{next: w.band.HTTPClient().Transport}}
+		var kinds []bandonce.OutcomeKind
+		cfg.Hooks.Outcome = func(o bandonce.Outcome) { kinds = append(kinds, o.Kind) }
+		stop := w.start(cfg)
+		settle(time.Minute)
+		second := w.say(w.rooms[0], "two")
+		settle(time.Minute)
+		require.NoError(t, stop())
+		assert.Equal(t, []bandonce.OutcomeKind{bandonce.Replied, bandonce.Replied}, kinds)
+		for _, id := range []string{first, second} {
+			assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(id)))
+		}
+	})
+}

@@ -74,6 +74,12 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 		var apiErr *APIError
 		isAPI := errors.As(err, &apiErr)
 		switch {
+		case isAPI && apiErr.Status == http.StatusForbidden && apiErr.Code == "limit_reached":
+			// The plan's quota, not a stop: keep the reply and try again
+			// after the room's backoff; the guard runs again first.
+			r.s.log.Warn("bandonce: Band refused the reply: plan limit reached; will retry", "room", r.id, "message", m.ID, "err", err)
+			r.unsent[m.ID] = rep
+			return stepBackoff
 		case isAPI && apiErr.Status == http.StatusForbidden:
 			// Band refuses posts from an agent stopped in this room: the
 			// stop's push may be late or lost, but the gate is the truth.

@@ -158,7 +158,7 @@ func (r *room) failed(what string, err error) step {
 	case asFatal(err) != nil:
 		r.s.failRun(asFatal(err))
 		return stepIdle
-	case errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown) || errors.Is(err, ErrSuperseded):
+	case errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown) || errors.Is(err, ErrSuperseded) || errors.Is(err, errRoomRemoved):
 		return stepIdle
 	}
 	r.s.log.Warn("bandonce: request failed; backing off", "room", r.id, "call", what, "err", err)
