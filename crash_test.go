@@ -128,3 +128,13 @@ func TestCrashAtEveryRequestBoundary(t *testing.T) {
 		}
 	}
 }
+
+// killNow kills the shell from outside a request, as a crash in the
+// middle of the shell's own bookkeeping would.
+func (k *killSwitch) killNow() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.dead {
+		k.die()
+	}
+}

@@ -3,7 +3,9 @@ package bandonce_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -111,4 +113,100 @@ func TestDurableLedgerSettlesSharedKeysAndRedeliveriesWithoutReading(t *testing.
 // keyedByBody replies with the message body as its natural key.
 func keyedByBody(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 	return &bandonce.Reply{Content: "done: " + m.Body(), Mentions: []string{m.SenderID}, DedupKey: m.Body()}, nil
+}
+
+// dyingLedger crashes the process at its n-th write: before the write
+// reaches the ledger, or after it is durable.
+type dyingLedger struct {
+	bandonce.Ledger
+	at    int
+	after bool
+	kill  func()
+
+	mu   sync.Mutex
+	n    int
+	dead bool
+}
+
+func (d *dyingLedger) write(do func() error) error {
+	d.mu.Lock()
+	if d.dead {
+		d.mu.Unlock()
+		return errKilled
+	}
+	d.n++
+	hit := d.n == d.at
+	if hit && !d.after {
+		d.dead = true
+		d.mu.Unlock()
+		d.kill()
+		return errKilled
+	}
+	d.mu.Unlock()
+	err := do()
+	if hit {
+		d.mu.Lock()
+		d.dead = true
+		d.mu.Unlock()
+		d.kill()
+		return errKilled
+	}
+	return err
+}
+
+func (d *dyingLedger) SetKey(ctx context.Context, room, key string, s bandonce.KeyState) error {
+	return d.write(func() error { return d.Ledger.SetKey(ctx, room, key, s) })
+}
+
+func (d *dyingLedger) SetAckPending(ctx context.Context, room, id string, pending bool) error {
+	return d.write(func() error { return d.Ledger.SetAckPending(ctx, room, id, pending) })
+}
+
+// A crash at every step boundary of the ledger's own writes (intent,
+// accepted, ack pending, done), before and after each write is durable:
+// exactly one reply, processed, and the room read only when the ledger
+// held an intent without an outcome.
+func TestCrashAtEveryLedgerWrite(t *testing.T) {
+	const writes = 4 // intent, accepted, ack-pending, done
+	for at := 1; at <= writes; at++ {
+		for _, after := range []bool{false, true} {
+			t.Run(fmt.Sprintf("write %d, after=%v", at, after), func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "agent.ledger")
+				synctest.Test(t, func(t *testing.T) {
+					w := newWorld(t, 1)
+					id := w.say(w.rooms[0], "a")
+
+					ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+					require.NoError(t, err)
+					ks := &killSwitch{next: w.band.HTTPClient().Transport, at: -1}
+					dying := &dyingLedger{Ledger: ledger, at: at, after: after, kill: ks.killNow}
+					cfg := w.config(echo)
+					cfg.Ledger = dying
+					cfg.HTTPClient = &http.Client{Transport: ks}
+					s, err := bandonce.New(cfg)
+					require.NoError(t, err)
+					ctx, cancel := contextWithCancel()
+					ks.kill = cancel
+					done := make(chan error, 1)
+					go func() { done <- s.Run(ctx) }()
+					time.Sleep(20 * time.Second)
+					cancel()
+					<-done
+					require.NoError(t, ledger.Close())
+					require.True(t, dying.dead, "the crash happened")
+
+					lifeWithLedger(t, w, path, -1, false)
+					assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(id)))
+					assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+					intentOnly := (at == 1 && after) || (at == 2 && !after)
+					reads := w.band.Requests()[fakeband.EndpointContext]
+					if intentOnly {
+						assert.Equal(t, 1, reads, "an intent without an outcome needs the room read")
+					} else {
+						assert.Zero(t, reads, "the ledger settled it without reading the room")
+					}
+				})
+			})
+		}
+	}
 }
