@@ -68,7 +68,7 @@ func (c *Client) Me(ctx context.Context) (*Agent, error) {
 		return nil, err
 	}
 	var a Agent
-	if err := res.decodeData(&a); err != nil {
+	if err := decode(res, &a); err != nil {
 		return nil, err
 	}
 	if a.ID == "" {
@@ -147,6 +147,11 @@ func (c *Client) Next(ctx context.Context, chatID string) (*Message, error) {
 	if res.status == http.StatusNoContent {
 		return nil, nil
 	}
+	if s, ok := decodeFast[servedMessage](res); ok {
+		if m, ok := s.message(); ok {
+			return &m, nil
+		}
+	}
 	var m Message
 	if err := res.decodeData(&m); err != nil {
 		return nil, err
@@ -201,7 +206,7 @@ func (c *Client) mark(ctx context.Context, endpoint, chatID, msgID, verb string,
 		return nil, nil, err
 	}
 	var m Mark
-	if err := res.decodeData(&m); err != nil {
+	if err := decode(res, &m); err != nil {
 		return nil, nil, err
 	}
 	return &m, res, nil
@@ -235,7 +240,7 @@ func (c *Client) Post(ctx context.Context, chatID, content string, mentions []Me
 		return nil, err
 	}
 	var p Posted
-	if err := res.decodeData(&p); err != nil {
+	if err := decode(res, &p); err != nil {
 		return nil, err
 	}
 	if p.ID == "" {
@@ -263,19 +268,9 @@ func (c *Client) Context(ctx context.Context, chatID, cursor string, limit int) 
 	if err != nil {
 		return nil, err
 	}
-	var items []json.RawMessage
-	if err := res.decodeData(&items); err != nil {
+	page, err := res.contextItems()
+	if err != nil {
 		return nil, err
-	}
-	page := &ContextPage{Items: make([]Message, len(items))}
-	for i, raw := range items {
-		where := "data[" + strconv.Itoa(i) + "]"
-		if err := res.decodeInto(raw, &page.Items[i], where); err != nil {
-			return nil, err
-		}
-		if err := res.checkMessage(raw, &page.Items[i], where); err != nil {
-			return nil, err
-		}
 	}
 	// The reply guard reads the whole room through these pages, so a page
 	// that cannot say whether more follow is an error, not a last page.
@@ -322,3 +317,35 @@ func (e *invalidIDError) Error() string {
 }
 
 func (e *invalidIDError) Unwrap() error { return ErrInvalidID }
+
+// contextItems decodes a context page's messages: in one pass when every
+// item is well formed, else item by item, naming the first bad one.
+func (r *response) contextItems() (*ContextPage, error) {
+	if items, ok := decodeFast[[]servedMessage](r); ok {
+		page := &ContextPage{Items: make([]Message, len(*items))}
+		fast := true
+		for i := range *items {
+			if page.Items[i], fast = (*items)[i].message(); !fast {
+				break
+			}
+		}
+		if fast {
+			return page, nil
+		}
+	}
+	var items []json.RawMessage
+	if err := r.decodeData(&items); err != nil {
+		return nil, err
+	}
+	page := &ContextPage{Items: make([]Message, len(items))}
+	for i, raw := range items {
+		where := "data[" + strconv.Itoa(i) + "]"
+		if err := r.decodeInto(raw, &page.Items[i], where); err != nil {
+			return nil, err
+		}
+		if err := r.checkMessage(raw, &page.Items[i], where); err != nil {
+			return nil, err
+		}
+	}
+	return page, nil
+}

@@ -58,6 +58,52 @@ func (r *response) decodeData(v any) error {
 	return r.decodeInto(env.Data, v, "data")
 }
 
+// decodeFast decodes the envelope and its data in one pass, the cost of a
+// well-formed answer. It reports false on any problem, and the caller then
+// decodes step by step (decodeData), which names what was wrong; the two
+// accept exactly the same bodies.
+func decodeFast[T any](r *response) (*T, bool) {
+	if r.status == http.StatusNoContent {
+		return nil, false
+	}
+	var env struct {
+		Data     *T              `json:"data"`
+		Metadata json.RawMessage `json:"metadata"`
+	}
+	if json.Unmarshal(r.body, &env) != nil || env.Data == nil {
+		return nil, false
+	}
+	r.metadata = env.Metadata
+	return env.Data, true
+}
+
+// decode fills v from the envelope's data: in one pass when the answer is
+// well formed, else step by step for a precise error.
+func decode[T any](r *response, v *T) error {
+	if d, ok := decodeFast[T](r); ok {
+		*v = *d
+		return nil
+	}
+	return r.decodeData(v)
+}
+
+// servedMessage is a Message whose content's presence can be checked in
+// the same pass: the outer field shadows the embedded one.
+type servedMessage struct {
+	Message
+	Content *string `json:"content"`
+}
+
+// message returns the Message if it has what the lifecycle needs.
+func (s *servedMessage) message() (Message, bool) {
+	if s.ID == "" || s.SenderID == "" || s.Content == nil {
+		return Message{}, false
+	}
+	m := s.Message
+	m.Content = *s.Content
+	return m, true
+}
+
 // decodeInto decodes one JSON value, naming where it sits in the body.
 func (r *response) decodeInto(raw []byte, v any, where string) error {
 	if err := json.Unmarshal(raw, v); err != nil {
