@@ -19,6 +19,12 @@ func errorBody(e *Error, reqID string) any {
 	return map[string]errorJSON{"error": {Code: e.Code, Message: e.Message, RequestID: reqID, Details: e.Details}}
 }
 
+// successBody is the success envelope; metadata only on lists.
+type successBody struct {
+	Data     any `json:"data"`
+	Metadata any `json:"metadata,omitempty"`
+}
+
 // writeReply renders a handler's answer in Band's envelopes.
 func writeReply(w http.ResponseWriter, rep reply, reqID string) {
 	w.Header().Set("X-Request-ID", reqID)
@@ -28,11 +34,7 @@ func writeReply(w http.ResponseWriter, rep reply, reqID string) {
 	case rep.data == nil:
 		w.WriteHeader(rep.status)
 	default:
-		body := map[string]any{"data": rep.data}
-		if rep.meta != nil {
-			body["metadata"] = rep.meta
-		}
-		writeJSON(w, rep.status, body)
+		writeJSON(w, rep.status, successBody{Data: rep.data, Metadata: rep.meta})
 	}
 }
 
