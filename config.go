@@ -212,6 +212,12 @@ func (c Config) withDefaults() (settings, error) {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
 	s.HTTPClient, s.socketClient = requestClients(c.HTTPClient, s.RequestTimeout)
+	if c.SocketURL != "" {
+		u, err := url.Parse(c.SocketURL)
+		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+			return settings{}, &ConfigError{Field: "SocketURL", Reason: "want an absolute ws(s) URL"}
+		}
+	}
 	s.socketURL = c.SocketURL
 	if s.socketURL == "" && !c.DisableSocket {
 		ws := *base

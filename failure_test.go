@@ -27,6 +27,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"APIKey":          func(c *bandonce.Config) { c.APIKey = " " },
 		"Handler":         func(c *bandonce.Config) { c.Handler = nil },
 		"BaseURL":         func(c *bandonce.Config) { c.BaseURL = "ftp://x" },
+		"SocketURL":       func(c *bandonce.Config) { c.SocketURL = "https://app.band.ai/api/v1/socket/websocket" },
 		"MaxAttempts":     func(c *bandonce.Config) { c.MaxAttempts = -1 },
 		"Rooms":           func(c *bandonce.Config) { c.Rooms = []string{"a", "a"} },
 		"ShutdownTimeout": func(c *bandonce.Config) { c.ShutdownTimeout = -time.Second },
