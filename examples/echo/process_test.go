@@ -156,3 +156,47 @@ func TestEchoProcessExitsNonZeroOnARejectedKey(t *testing.T) {
 	assert.Equal(t, 1, exit.ExitCode())
 	assert.Contains(t, p.stderr.String(), "BAND_API_KEY was rejected")
 }
+
+// With ECHO_DELAY, an interrupt or a stop lands while the agent waits: the
+// interrupted message is consumed without a reply; the stopped one is left,
+// then echoed once after play.
+func TestEchoProcessHonoursInterruptAndStopWhileItWaits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the agent as a process")
+	}
+	bin := buildEcho(t)
+	band := fakeband.New(fakeband.Options{Seed: 5})
+	defer band.Close()
+	base, err := band.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	agent, ada := band.AddAgent("echo"), band.AddHuman("ada")
+	room := band.AddRoom("ops", ada, agent.ID)
+	p := startAgent(t, bin, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base, "ECHO_DELAY=30s")
+
+	waiting := func(id string) func() bool {
+		return func() bool { return band.Status(agent.ID, id) == "processing" }
+	}
+	first, err := band.Say(room.ID, ada.ID, "interrupt me", agent.ID)
+	require.NoError(t, err)
+	eventually(t, "the first handler waiting", waiting(first))
+	require.NoError(t, band.Interrupt(agent.ID, ""))
+	eventually(t, "the interrupted message consumed", func() bool { return band.Status(agent.ID, first) == "processed" })
+
+	second, err := band.Say(room.ID, ada.ID, "stop me", agent.ID)
+	require.NoError(t, err)
+	eventually(t, "the second handler waiting", waiting(second))
+	require.NoError(t, band.StopRoom(room.ID))
+	time.Sleep(200 * time.Millisecond)
+	assert.Equal(t, "processing", band.Status(agent.ID, second), "a stopped message is left for replay")
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p.done, "stderr: %s", p.stderr.String())
+	require.NoError(t, band.PlayRoom(room.ID))
+	p = startAgent(t, bin, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base)
+	eventually(t, "the stopped message echoed after play", func() bool { return band.Status(agent.ID, second) == "processed" })
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p.done)
+
+	assert.Zero(t, repliesTo(band, room.ID, agent.ID, first), "nothing posted for the interrupted cycle")
+	assert.Equal(t, 1, repliesTo(band, room.ID, agent.ID, second))
+}
