@@ -29,6 +29,21 @@ func buildEcho(t *testing.T) string {
 	return bin
 }
 
+// agentWorld builds the agent and serves a fake Band on loopback for it,
+// as users run the two: separate processes talking over TCP.
+func agentWorld(t *testing.T, seed int64) (bin string, band *fakeband.Band, base string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the agent as a process")
+	}
+	bin = buildEcho(t)
+	band = fakeband.New(fakeband.Options{Seed: seed})
+	t.Cleanup(func() { _ = band.Close() })
+	base, err := band.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	return bin, band, base
+}
+
 // agentProc is the echo agent running as a separate process against a
 // fake Band listening on loopback.
 type agentProc struct {
@@ -87,14 +102,7 @@ func repliesTo(band *fakeband.Band, roomID, agentID, msgID string) int {
 // but before its ack, SIGKILLed again while a handler waits, restarted each
 // time, and finally stopped with SIGTERM. Every message is echoed once.
 func TestEchoProcessSurvivesSIGKILLAtAwkwardMoments(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the agent as a process")
-	}
-	bin := buildEcho(t)
-	band := fakeband.New(fakeband.Options{Seed: 3})
-	defer band.Close()
-	base, err := band.Listen("127.0.0.1:0")
-	require.NoError(t, err)
+	bin, band, base := agentWorld(t, 3)
 	agent, ada := band.AddAgent("echo"), band.AddHuman("ada")
 	room := band.AddRoom("ops", ada, agent.ID)
 	var ids []string
@@ -141,16 +149,9 @@ func TestEchoProcessSurvivesSIGKILLAtAwkwardMoments(t *testing.T) {
 }
 
 func TestEchoProcessExitsNonZeroOnARejectedKey(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the agent as a process")
-	}
-	bin := buildEcho(t)
-	band := fakeband.New(fakeband.Options{Seed: 3})
-	defer band.Close()
-	base, err := band.Listen("127.0.0.1:0")
-	require.NoError(t, err)
+	bin, _, base := agentWorld(t, 3)
 	p := startAgent(t, bin, "BAND_API_KEY=wrong", "BAND_BASE_URL="+base)
-	err = <-p.done
+	err := <-p.done
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)
 	assert.Equal(t, 1, exit.ExitCode())
@@ -161,14 +162,7 @@ func TestEchoProcessExitsNonZeroOnARejectedKey(t *testing.T) {
 // interrupted message is consumed without a reply; the stopped one is left,
 // then echoed once after play.
 func TestEchoProcessHonoursInterruptAndStopWhileItWaits(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the agent as a process")
-	}
-	bin := buildEcho(t)
-	band := fakeband.New(fakeband.Options{Seed: 5})
-	defer band.Close()
-	base, err := band.Listen("127.0.0.1:0")
-	require.NoError(t, err)
+	bin, band, base := agentWorld(t, 5)
 	agent, ada := band.AddAgent("echo"), band.AddHuman("ada")
 	room := band.AddRoom("ops", ada, agent.ID)
 	p := startAgent(t, bin, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base, "ECHO_DELAY=30s")
