@@ -96,36 +96,23 @@ func newAggregate() *aggregate {
 	return &aggregate{checks: map[Invariant]int{}, violations: map[Invariant]int{}, faults: map[string]int{}, firstBadIndex: -1}
 }
 
+// add folds one schedule's result in, as an aggregate of one.
 func (a *aggregate) add(i int, r Result, verbose bool) {
-	a.schedules++
-	for k, v := range r.Checks {
-		a.checks[k] += v
+	one := &aggregate{
+		schedules: 1, checks: r.Checks, violations: r.Violations, faults: r.Faults,
+		messages: r.Messages, replies: r.Replies, requests: r.Requests, lives: r.Lives,
+		doublePosts: r.DoublePosts, lost: r.Lost, firstBadIndex: -1,
 	}
-	for k, v := range r.Violations {
-		a.violations[k] += v
-	}
-	for k, v := range r.Faults {
-		a.faults[k] += v
-	}
-	a.messages += r.Messages
-	a.replies += r.Replies
-	a.requests += r.Requests
-	a.lives += r.Lives
-	a.doublePosts += r.DoublePosts
-	a.lost += r.Lost
 	if r.Violation != nil {
-		a.violating++
+		one.violating, one.firstBad, one.firstBadIndex = 1, &r, i
 	}
 	if r.Schedule.Durable {
-		a.durable++
-	}
-	if r.Violation != nil && (a.firstBadIndex < 0 || i < a.firstBadIndex) {
-		rc := r
-		a.firstBad, a.firstBadIndex = &rc, i
+		one.durable = 1
 	}
 	if verbose {
-		a.lines = append(a.lines, indexedLine{i, summaryLine(r)})
+		one.lines = []indexedLine{{i, summaryLine(r)}}
 	}
+	a.merge(one)
 }
 
 func (a *aggregate) merge(b *aggregate) {
