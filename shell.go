@@ -206,7 +206,9 @@ func (s *Shell) addRoom(id string) {
 		return
 	}
 	r := newRoom(s, id)
-	r.ctl.stopped = s.agentStopped
+	if s.agentStopped {
+		r.ctl.setStopped(time.Now())
+	}
 	fetch, cancel := context.WithCancelCause(s.run.fetch)
 	r.leave = cancel
 	s.rooms[id] = r
