@@ -27,7 +27,12 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 		OnConnected: func() {
 			s.socketUp.Store(true)
 			s.catchUp()
-			once.Do(func() { close(connected) })
+			reconnected := true
+			once.Do(func() { reconnected = false; close(connected) })
+			if reconnected {
+				// room_added pushes sent while the socket was down are lost.
+				s.relistRooms()
+			}
 		},
 		OnDisconnected: func(err error) {
 			s.socketUp.Store(false)
