@@ -32,8 +32,8 @@ type tap struct {
 	mu       sync.Mutex
 	requests map[tapKey]int
 	served   map[string]int // per room: /next answers that carried a message
-	joins    []string // topics the shell joined, in order, over every connection
-	live     *relay   // the shell's current connection, if any
+	joins    []string       // topics the shell joined, in order, over every connection
+	live     *relay         // the shell's current connection, if any
 	// onControlJoined runs on the relay right after the reply to the
 	// shell's agent_control join has been passed on, before any other
 	// frame from Band: a push it makes lands while the shell connects.
