@@ -68,6 +68,13 @@ func (r *room) run(fetch, hard context.Context) {
 		case <-fetch.Done():
 		case <-r.ctl.wake:
 		case <-t.C:
+			// A wake-up that came with the timer is served by the same
+			// look; left in the channel it would make a second one, on
+			// the scheduler's whim.
+			select {
+			case <-r.ctl.wake:
+			default:
+			}
 		}
 		t.Stop()
 	}
