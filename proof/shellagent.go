@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -121,12 +122,15 @@ func runShell(ctx context.Context, env Env, ledger bandonce.Ledger, maxAttempts 
 // ext so a later life knows how many failures are behind it.
 func SpecHandler(ext *External) bandonce.Handler {
 	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-		spec, err := ParseSpec(m.Body())
-		if err != nil {
-			return nil, bandonce.Permanent(err)
-		}
 		if _, err := ext.Started(m.RoomID, m.ID); err != nil {
 			return nil, err
+		}
+		defer func() { _ = ext.Ended(m.RoomID, m.ID) }()
+		spec, err := ParseSpec(m.Body())
+		if err != nil {
+			// A plain line (MessageSpec.Text, "ok"): answered plainly.
+			line, _, _ := strings.Cut(m.Body(), "\n")
+			return &bandonce.Reply{Content: "done: " + line, Mentions: []string{m.SenderID}}, nil
 		}
 		if spec.Slow > 0 {
 			t := time.NewTimer(spec.Slow)
