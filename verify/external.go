@@ -49,6 +49,10 @@ type External struct {
 	life  int
 	ctx   context.Context // ends when the life is killed or the schedule ends
 	inner *proof.External
+	// turn is the handler call this External was handed to (Shell
+	// adapter); nil for the life's own, whose effects belong to the
+	// life's open loop turn.
+	turn *turn
 }
 
 // Started records that the agent's handler started work on a message in a
@@ -56,13 +60,29 @@ type External struct {
 // own loop should call it when its handler begins, so the verifier can judge
 // that no work starts in a stopped room. It fails only for a dead life.
 func (x *External) Started(room, messageID string) error {
-	_, err := x.inner.Started(room, messageID)
-	return err
+	if _, err := x.inner.Started(room, messageID); err != nil {
+		return err
+	}
+	if x.obs != nil && x.turn == nil {
+		x.obs.openTurn(x.life, room, messageID, false)
+	}
+	return nil
+}
+
+// turnOf is the turn an effect call or question belongs to.
+func (x *External) turnOf() *turn {
+	if x.turn != nil || x.obs == nil {
+		return x.turn
+	}
+	return x.obs.loopTurn(x.life)
 }
 
 // Performed reports how many times the effect named by key was performed,
 // by any life of the agent.
 func (x *External) Performed(key string) int {
+	if x.obs != nil {
+		x.obs.touch(x.turnOf(), key)
+	}
 	x.world.mu.Lock()
 	defer x.world.mu.Unlock()
 	return x.world.effects[key]
@@ -78,7 +98,11 @@ func (x *External) Effect(ctx context.Context, key string) error {
 	if x.ctx.Err() != nil {
 		return ErrLifeEnded
 	}
-	call := w.begin(x.life, key, ctx)
+	tr := x.turnOf()
+	if x.obs != nil {
+		x.obs.touch(tr, key)
+	}
+	call := w.begin(x.life, key, ctx, tr)
 	if ctx.Err() != nil {
 		w.finish(call, outcomeRefused)
 		return context.Cause(ctx)
@@ -173,14 +197,22 @@ type effectCall struct {
 	// uncancellable: its context can never end (context.Background and
 	// the like), which a hanging call turns into a handler stuck forever.
 	uncancellable bool
+	// turn is the delivery it belongs to (nil if the verifier cannot
+	// tell); begin and end order the call with the engine's ticks (end
+	// is 0 while it runs), endAt is when it ended (virtual time).
+	turn       *turn
+	begin, end int64
+	endAt      time.Time
 }
 
 // world is the external system's state for one run of a schedule.
 type world struct {
 	plan  externalPlan
 	start time.Time
-	// requests reports how many requests the agent has completed.
+	// requests reports how many requests the agent has completed; tick
+	// reads the engine's order clock.
 	requests func() int
+	tick     func() int64
 
 	mu      sync.Mutex
 	effects map[string]int
@@ -202,14 +234,17 @@ func (w *world) keyRand(key string, nth int) *rand.Rand {
 	return rand.New(rand.NewPCG(h, uint64(nth)))
 }
 
-func (w *world) begin(life int, key string, ctx context.Context) *effectCall {
+func (w *world) begin(life int, key string, ctx context.Context, tr *turn) *effectCall {
 	w.mu.Lock()
 	w.perKey[key]++
 	nth := w.perKey[key]
 	w.mu.Unlock()
 	r := w.keyRand(key, nth)
 	p := w.plan
-	c := &effectCall{life: life, key: key, nth: nth, at: time.Since(w.start), latency: p.minLatency, uncancellable: ctx.Done() == nil}
+	c := &effectCall{life: life, key: key, nth: nth, at: time.Since(w.start), latency: p.minLatency, uncancellable: ctx.Done() == nil, turn: tr}
+	if w.tick != nil {
+		c.begin = w.tick()
+	}
 	if span := p.maxLatency - p.minLatency; span > 0 {
 		c.latency += time.Duration(r.Int64N(int64(span)))
 	}
@@ -230,9 +265,13 @@ func (w *world) begin(life int, key string, ctx context.Context) *effectCall {
 }
 
 func (w *world) finish(c *effectCall, o callOutcome) {
+	var tick int64
+	if w.tick != nil {
+		tick = w.tick()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c.outcome = o
+	c.outcome, c.end, c.endAt = o, tick, time.Now()
 	if o == outcomePerformed {
 		w.effects[c.key]++
 	}
