@@ -155,6 +155,9 @@ func (g *gate) park(l *life, req *http.Request) (*parkedRequest, error) {
 	}
 	g.arrivals++
 	p.arrival = g.arrivals
+	if ep == fakeband.EndpointSocket {
+		l.sockets.Add(1)
+	}
 	p.tick = g.order.next()
 	g.parked = append(g.parked, p)
 	if p.send != nil {
@@ -275,7 +278,6 @@ func (g *gate) forward(l *life, p *parkedRequest) (*http.Response, error) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
 			l.socketsOpen.Add(1)
-			l.sockets.Add(1)
 			resp.Body = &socketConn{rwc: rwc, l: l}
 		}
 	}

@@ -23,7 +23,7 @@ type life struct {
 
 	socketBytes atomic.Int64  // bytes the agent read from its sockets
 	socketsOpen atomic.Int32  // its socket connections that are up
-	sockets     atomic.Int32  // its socket connections ever opened
+	sockets     atomic.Int32  // the socket upgrades it asked for
 	arrivals    *pushArrivals // the sim's: control pushes the agent read
 	order       *orderClock   // the sim's
 	// supersedeFrame is what Band's supersede push to this agent looks

@@ -107,8 +107,8 @@ type Result struct {
 	Signals []Signal
 	// Said are the humans' messages, in the order they were said.
 	Said []Said
-	// Sockets counts the socket connections the agent opened, over all
-	// its lives.
+	// Sockets counts the socket upgrades the agent asked for, over all
+	// its lives: zero for an agent that never tries to listen.
 	Sockets int
 }
 
