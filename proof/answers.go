@@ -29,10 +29,10 @@ type answerFault struct {
 	delay  time.Duration
 }
 
-// roomRequest is one request of a turn that left the agent (a mark, a
-// read of the room's context, a reply; not /next): which life sent it,
-// in which room and for which message (marks), when it parked, and when
-// the agent had its answer, and whether that was a 2xx.
+// roomRequest is one request about a room that left the agent (/next, a
+// mark, a read of the room's context, a reply): which life sent it, in
+// which room and for which message (marks), when it parked, and when the
+// agent had its answer, and whether that was a 2xx.
 type roomRequest struct {
 	Life          int
 	Kind          fakeband.Endpoint

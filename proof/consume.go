@@ -37,8 +37,8 @@ func (t *truth) interruptsConsume(v *judgement) {
 // a.life when the push arrived, or nil when none was: the interrupt had
 // nothing to consume. A turn is in flight when its handler had started,
 // its fate was not decided yet (no reply posted, no processed or failed
-// mark sent, no stop heard for the room since), and the agent was busy
-// with it: a request of the turn was outstanding, the handler was still
+// mark sent, no stop heard for the room since, the room's next message
+// not asked for), and the agent was busy with it: a request of the turn was outstanding, the handler was still
 // running, or Options.Busy says so. A turn that ended quietly (a read
 // failed and the agent let the message come back later) is not in flight.
 func (t *truth) turnAt(room int, a arrival) *HandlerStart {
@@ -59,8 +59,11 @@ func (t *truth) turnAt(room int, a arrival) *HandlerStart {
 		if rq.Life != a.life || rq.Room != roomID || rq.Parked < st.Tick || rq.Parked > a.tick {
 			continue
 		}
-		if rq.Message == st.MessageID && (rq.Kind == fakeband.EndpointProcessed || rq.Kind == fakeband.EndpointFailed) {
+		switch {
+		case rq.Message == st.MessageID && (rq.Kind == fakeband.EndpointProcessed || rq.Kind == fakeband.EndpointFailed):
 			return nil // its fate was decided
+		case rq.Kind == fakeband.EndpointNext || (rq.Kind == fakeband.EndpointProcessing && rq.Message != st.MessageID):
+			return nil // the agent had moved on to the room's next message
 		}
 		busy = busy || rq.Answered == 0 || rq.Answered > a.tick
 	}

@@ -145,7 +145,7 @@ func (g *gate) park(l *life, req *http.Request) (*parkedRequest, error) {
 		p.send = &sendRecord{Life: l.n, Room: room, Key: key, Parked: g.stamp()}
 	}
 	switch ep {
-	case fakeband.EndpointProcessing, fakeband.EndpointProcessed, fakeband.EndpointFailed, fakeband.EndpointPost, fakeband.EndpointContext:
+	case fakeband.EndpointNext, fakeband.EndpointProcessing, fakeband.EndpointProcessed, fakeband.EndpointFailed, fakeband.EndpointPost, fakeband.EndpointContext:
 		p.turnReq = &roomRequest{Life: l.n, Kind: ep, Room: room, Message: markMessage(req.URL.Path)}
 	}
 	g.mu.Lock()
