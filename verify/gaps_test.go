@@ -122,3 +122,15 @@ func TestACorrectSocketLoopPasses(t *testing.T) {
 	require.True(t, res.OK, "%s: %s\n%s", res.Check, res.Reason, strings.Join(res.Witness, "\n"))
 	assert.Empty(t, m.Errors())
 }
+
+// A socket that never delivers a control push leaves the control checks
+// nothing to judge: the check says so, in the result and the log, rather
+// than pass in silence.
+func TestAControlCheckWhoseSignalsNeverArriveSaysSo(t *testing.T) {
+	m := newMockT(t)
+	res := Interrupt(m, sockLoop(sockFlaws{noControlTopic: true}))
+	require.True(t, res.OK, res.Reason)
+	note := "interrupt: none of the"
+	assert.True(t, containsAny(strings.Join(res.NotApplicable, "\n"), []string{note}), "%q", res.NotApplicable)
+	assert.True(t, containsAny(strings.Join(m.Logs(), "\n"), []string{note}), "logged")
+}

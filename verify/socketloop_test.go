@@ -21,6 +21,7 @@ type sockFlaws struct {
 	replayInterrupt   bool // an interrupted turn is left for Band to serve again, not consumed
 	effectUncancelled bool // the effect runs on the life's context: a signal is only looked at after it
 	ignoreSupersede   bool // the supersede push is ignored; the loop polls on without its socket
+	noControlTopic    bool // the socket joins agent_rooms only, so no control push reaches it
 }
 
 var errSupersededLoop = errors.New("another connection of the agent took over")
@@ -151,7 +152,11 @@ func (a *sockAgent) listen(ctx context.Context) bool {
 		return false
 	}
 	defer func() { _ = conn.CloseNow() }()
-	for i, topic := range []string{"agent_control:" + a.env.AgentID, "agent_rooms:" + a.env.AgentID} {
+	topics := []string{"agent_control:" + a.env.AgentID, "agent_rooms:" + a.env.AgentID}
+	if a.fl.noControlTopic {
+		topics = topics[1:]
+	}
+	for i, topic := range topics {
 		ref, _ := json.Marshal(i + 1)
 		frame, _ := json.Marshal([]any{json.RawMessage(ref), json.RawMessage(ref), topic, "phx_join", map[string]any{}})
 		if conn.Write(ctx, websocket.MessageText, frame) != nil {
