@@ -141,7 +141,7 @@ func (t *truth) superseded(v *judgement) {
 			continue
 		}
 		for _, h := range t.starts {
-			if h.Life == l.n && h.Tick > l.supersede.tick {
+			if h.Life == l.n && h.Tick > l.supersedeTick() {
 				v.fail(SupersedeStops, "the agent kept working after it was superseded: it started a handler on %s after the supersede reached it (life %d)", t.labelOf(h.MessageID), l.n)
 				break
 			}

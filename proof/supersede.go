@@ -42,6 +42,15 @@ func (l *life) supersedeHeard() (bool, time.Time) {
 	return s.heard, s.at
 }
 
+// supersedeTick is the order tick at which the supersede reached the life
+// (0 if it never did).
+func (l *life) supersedeTick() int64 {
+	s := &l.supersede
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tick
+}
+
 // noteWorkAfterSupersede records a request that starts new output (see
 // claimsWork), if it left the agent after the supersede reached it and
 // still carries a live context when it is released: the instance was

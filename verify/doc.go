@@ -75,8 +75,9 @@
 // # Capabilities
 //
 // Agents that legitimately differ say so: MayNotReply (a message may be
-// consumed without a reply), NoControlSignals (no socket: interrupt, stop
-// and play, and supersede do not apply), MaxAttempts (the agent's failure
+// consumed without a reply), MayPerformNoEffect (a message may be answered
+// without a side effect), NoControlSignals (no socket: interrupt, stop and
+// play, and supersede do not apply), MaxAttempts (the agent's failure
 // budget). An agent that never asks for a socket without declaring
 // NoControlSignals fails, rather than pass the control checks vacuously.
 //

@@ -180,10 +180,14 @@ func effectOutlived(_ *config, _ proof.Result, o *observation) *verdict {
 	return nil
 }
 
-// effectLost: a message whose reply the agent saw posted had an effect
-// called for it that never happened, by any delivery: the call failed or
-// was cut off and the agent answered as if it had succeeded.
-func effectLost(_ *config, _ proof.Result, o *observation) *verdict {
+// effectLost: a message the agent saw answered had its effect done at
+// least once. Either an effect called for it never happened, by any
+// delivery (the call failed or was cut off and the agent answered as if it
+// had succeeded), or, for an agent that performs effects, none of its
+// deliveries performed one (unless MayPerformNoEffect): a check under a
+// key that covers more than the message took another message's effect
+// for its own.
+func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
 	calls, effects := o.world.snapshot()
 	o.mu.Lock()
 	answered := map[string]bool{}
@@ -198,6 +202,37 @@ func effectLost(_ *config, _ proof.Result, o *observation) *verdict {
 		return &verdict{"effect-lost", fmt.Sprintf(
 			"%s was answered, but its effect %q never happened: the call %s and the agent replied as if it had succeeded",
 			o.label(c.turn.msg), c.key, lostHow(c.outcome))}
+	}
+	if cfg.noEffect {
+		return nil
+	}
+	done := map[string]bool{} // messages with an effect performed in one of their turns
+	var some string           // an effect the agent performed
+	for _, c := range calls {
+		if c.outcome != outcomePerformed {
+			continue
+		}
+		if c.turn == nil {
+			return nil // an effect the verifier cannot attribute: it cannot tell who lacks one
+		}
+		done[c.turn.msg], some = true, c.key
+	}
+	if some == "" {
+		return nil
+	}
+	o.mu.Lock()
+	turned := map[string]bool{}
+	for _, t := range o.turns {
+		turned[t.msg] = true
+	}
+	o.mu.Unlock()
+	for _, msg := range sortedKeys(answered) {
+		if turned[msg] && !done[msg] {
+			return &verdict{"effect-missing", fmt.Sprintf(
+				"%s was answered, but none of its deliveries performed an effect, though the agent performs one for other messages (%q): "+
+					"a check under a key that covers more than the message took another's effect for its own (MayPerformNoEffect if some messages need none)",
+				o.label(msg), some)}
+		}
 	}
 	return nil
 }

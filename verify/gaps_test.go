@@ -83,6 +83,15 @@ var gapCatalogue = []broken{
 		}
 		return reply(m, ""), nil
 	}), nil, []string{"never happened"}},
+	{"an effect key that covers the whole room", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		x := ExternalFrom(ctx)
+		if key := "notify:" + m.RoomID; x.Performed(key) == 0 { // one notification per room, it thought
+			if err := x.Effect(ctx, key); err != nil {
+				return nil, err
+			}
+		}
+		return reply(m, ""), nil
+	}), nil, []string{"none of its deliveries performed an effect"}},
 	{"a loop that lets its effect run on after an interrupt or a stop", sockLoop(sockFlaws{effectUncancelled: true}),
 		nil, []string{"completed after the interrupt reached the agent", "completed after the stop reached the agent"}},
 	{"a loop that leaves an interrupted message for replay", sockLoop(sockFlaws{replayInterrupt: true}),
