@@ -143,3 +143,25 @@ func TestAControlCheckWhoseSignalsNeverArriveSaysSo(t *testing.T) {
 	assert.True(t, containsAny(strings.Join(res.NotApplicable, "\n"), []string{note}), "%q", res.NotApplicable)
 	assert.True(t, containsAny(strings.Join(m.Logs(), "\n"), []string{note}), "logged")
 }
+
+// MayPerformNoEffect lifts exactly the rule that every answered message
+// had an effect: the room-wide effect key passes with it, and an ignored
+// effect failure is still caught.
+func TestMayPerformNoEffectLiftsOnlyTheMissingEffectRule(t *testing.T) {
+	var roomWide, ignored Factory
+	for _, b := range gapCatalogue {
+		switch b.name {
+		case "an effect key that covers the whole room":
+			roomWide = b.factory
+		case "an effect whose failure is ignored":
+			ignored = b.factory
+		}
+	}
+	require.NotNil(t, roomWide)
+	require.NotNil(t, ignored)
+	res := ExactlyOnce(newMockT(t), roomWide, MayPerformNoEffect())
+	assert.True(t, res.OK, res.Reason)
+	res = ExactlyOnce(newMockT(t), ignored, MayPerformNoEffect())
+	require.False(t, res.OK)
+	assert.Contains(t, res.Reason, "never happened")
+}
