@@ -24,6 +24,11 @@ type reply struct {
 	data   any // wrapped as {"data": ...}; nil with 204 means no body
 	meta   any // "metadata", lists only
 	err    *Error
+	// legacyMeta repeats meta as the deprecated "meta" (/context only).
+	legacyMeta bool
+	// deprecated marks an answer to deprecated page/page_size paging with
+	// Band's Deprecation and Sunset headers.
+	deprecated bool
 }
 
 func okReply(status int, data any) reply { return reply{status: status, data: data} }
