@@ -10,11 +10,12 @@ import (
 // Both are taken under one lock, so each is a consistent snapshot.
 
 type personJSON struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	Handle string `json:"handle"`
-	Type   string `json:"type"`
-	APIKey string `json:"api_key"`
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Handle      string `json:"handle"`
+	Type        string `json:"type"`
+	Description string `json:"description,omitempty"` // agents only
+	APIKey      string `json:"api_key"`
 }
 
 type memberJSON struct {
@@ -51,7 +52,7 @@ type setupJSON struct {
 }
 
 func personOf(p *participant) personJSON {
-	return personJSON{ID: p.id, Name: p.name, Handle: p.handle, Type: p.kind, APIKey: p.key}
+	return personJSON{ID: p.id, Name: p.name, Handle: p.handle, Type: p.kind, Description: p.description, APIKey: p.key}
 }
 
 // adminSetup lists who is here. The URLs are the ones the caller reached

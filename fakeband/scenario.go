@@ -15,7 +15,7 @@ import (
 //	{
 //	  "seed": 7,
 //	  "humans": [{"name": "ada"}, {"name": "bob"}],
-//	  "agents": [{"name": "echo"}],
+//	  "agents": [{"name": "echo", "description": "repeats what it is told"}],
 //	  "rooms": [
 //	    {"title": "support", "owner": "ada", "members": ["echo", "bob"]}
 //	  ],
@@ -50,8 +50,11 @@ type ScenarioHuman struct {
 }
 
 // ScenarioAgent is an agent participant, owned by the operator.
+// Description is what GET /agent/me answers; empty means
+// DefaultDescription(Name) (Band registers every agent with one).
 type ScenarioAgent struct {
-	Name string `json:"name"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
 }
 
 // ScenarioRoom is a room: its owner (a human's name; empty means the
