@@ -26,8 +26,8 @@ import (
 //	POST   /_admin/drop       {"agent"} cut the agent's sockets (Band.DropSockets)
 //	POST   /_admin/supersede  {"agent"} supersede them (Band.Supersede)
 //	GET    /_admin/faults     the active fault rules and the fired histogram
-//	POST   /_admin/faults     {"request": [Fault...], "socket": [SocketFault...]} add rules
-//	DELETE /_admin/faults     remove every rule (Band.ClearFaults)
+//	POST   /_admin/faults     {"request": [Fault...], "socket": [SocketFault...], "rate_limit"?: RateLimit} add rules
+//	DELETE /_admin/faults     remove every rule and the rate limit (Band.ClearFaults)
 //	GET    /_admin/truth      posts, deliveries, marks, executions, events, request counts
 //
 // A room is named by its id or its title; a participant by its id, name
@@ -392,13 +392,14 @@ func (b *Band) adminDescription(r *http.Request) (int, any, *Error) {
 }
 
 type faultsJSON struct {
-	Request []Fault        `json:"request"`
-	Socket  []SocketFault  `json:"socket"`
-	Fired   map[string]int `json:"fired"`
+	Request   []Fault        `json:"request"`
+	Socket    []SocketFault  `json:"socket"`
+	RateLimit *RateLimit     `json:"rate_limit"` // null: none
+	Fired     map[string]int `json:"fired"`
 }
 
 func (b *Band) faultsLocked() faultsJSON {
-	out := faultsJSON{Request: []Fault{}, Socket: []SocketFault{}, Fired: map[string]int{}}
+	out := faultsJSON{Request: []Fault{}, Socket: []SocketFault{}, RateLimit: b.rate.limit, Fired: map[string]int{}}
 	for _, r := range b.faults.rules {
 		out.Request = append(out.Request, r.Fault)
 	}
@@ -422,8 +423,8 @@ func (b *Band) adminInject(r *http.Request) (int, any, *Error) {
 	if err := decodeAdmin(r, &plan); err != nil {
 		return 0, nil, err
 	}
-	if len(plan.Request) == 0 && len(plan.Socket) == 0 {
-		return 0, nil, badRequest(`the plan is empty: give {"request": [...]} or {"socket": [...]}`)
+	if len(plan.Request) == 0 && len(plan.Socket) == 0 && plan.RateLimit == nil {
+		return 0, nil, badRequest(`the plan is empty: give {"request": [...]}, {"socket": [...]} or {"rate_limit": {...}}`)
 	}
 	if err := b.InjectPlan(plan); err != nil {
 		return 0, nil, unprocessable("invalid_fault", err.Error(), "", err.Error())

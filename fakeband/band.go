@@ -29,6 +29,7 @@ type Band struct {
 
 	truth  truth
 	faults faultState
+	rate   limiter
 	nReq   int // request ids
 	nCtl   int // correlation ids of control pushes
 
@@ -63,6 +64,13 @@ func New(opts Options) *Band {
 	}
 	b.truth.init()
 	b.faults.init()
+	b.rate.buckets = map[string]*bucket{}
+	if opts.RateLimit != nil {
+		if err := opts.RateLimit.validate(); err == nil {
+			copied := *opts.RateLimit
+			b.rate.limit = &copied
+		}
+	}
 	b.sockets.init()
 	b.owner = b.addParticipantLocked("Owner", typeUser)
 	b.handler = b.routes(opts.Admin)

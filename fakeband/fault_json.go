@@ -43,6 +43,8 @@ var (
 type FaultPlan struct {
 	Request []Fault       `json:"request,omitempty"`
 	Socket  []SocketFault `json:"socket,omitempty"`
+	// RateLimit, when set, replaces the Band's rate limit (see RateLimit).
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
 }
 
 // InjectPlan checks every rule of the plan and then adds them all at once
@@ -60,6 +62,10 @@ func (b *Band) InjectPlan(p FaultPlan) error {
 	for _, f := range p.Socket {
 		b.faults.socket = append(b.faults.socket, &socketRule{SocketFault: f})
 	}
+	if p.RateLimit != nil {
+		copied := *p.RateLimit
+		b.rate = limiter{limit: &copied, buckets: map[string]*bucket{}}
+	}
 	return nil
 }
 
@@ -73,6 +79,9 @@ func (p FaultPlan) validate() error {
 		if err := validateSocketFault(f); err != nil {
 			return fmt.Errorf("socket[%d]: %w", i, err)
 		}
+	}
+	if p.RateLimit != nil {
+		return p.RateLimit.validate()
 	}
 	return nil
 }

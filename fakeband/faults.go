@@ -112,13 +112,14 @@ func (b *Band) Inject(f Fault) {
 	b.faults.rules = append(b.faults.rules, &faultRule{Fault: f})
 }
 
-// ClearFaults removes every request and socket fault rule. The histogram
-// of fired faults is kept.
+// ClearFaults removes every request and socket fault rule and lifts the
+// rate limit. The histogram of fired faults is kept.
 func (b *Band) ClearFaults() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.faults.rules = nil
 	b.faults.socket = nil
+	b.rate = limiter{buckets: map[string]*bucket{}}
 }
 
 // FaultsFired is a histogram "endpoint/kind" -> times fired, for example

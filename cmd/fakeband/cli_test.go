@@ -128,6 +128,7 @@ func TestServeTheExampleScenarioAndDriveItWithTheCommands(t *testing.T) {
 		{"fault", "-endpoint", "me", "-kind", "fail_before", "-nth", "1", "-status", "429", "-empty-body", "-retry-after", "3"},
 		{"fault", "-event", "agent.control", "-kind", "delay_push", "-probability", "0.5", "-delay", "10ms"},
 		{"fault", "-plan", `{"request": [{"endpoint": "next", "kind": "stale_next", "nth": 2}]}`},
+		{"rate-limit", "-per-second", "50", "-burst", "100", "-retry-after"},
 	} {
 		r := runCommand(url, args...)
 		assert.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
@@ -136,14 +137,17 @@ func TestServeTheExampleScenarioAndDriveItWithTheCommands(t *testing.T) {
 	}
 	r = runCommand(url, "faults")
 	var faults struct {
-		Request []map[string]any
-		Socket  []map[string]any
+		Request   []map[string]any
+		Socket    []map[string]any
+		RateLimit map[string]any `json:"rate_limit"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &faults))
 	require.Len(t, faults.Request, 4)
 	assert.Equal(t, map[string]any{"endpoint": "me", "kind": "fail_before", "nth": float64(1), "status": float64(429), "retry_after": "3", "empty_body": true}, faults.Request[2])
 	assert.Equal(t, map[string]any{"endpoint": "event", "kind": "fail_before", "nth": float64(1), "status": float64(403), "code": "limit_reached"}, faults.Request[1])
 	assert.Equal(t, []map[string]any{{"event": "agent.control", "kind": "delay_push", "probability": 0.5, "delay": "10ms"}}, faults.Socket)
+
+	assert.Equal(t, map[string]any{"per_second": 50.0, "burst": 100.0, "retry_after": true}, faults.RateLimit)
 
 	r = runCommand(url, "clear-faults")
 	require.Equal(t, 0, r.code)

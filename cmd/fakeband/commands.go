@@ -45,6 +45,7 @@ var commands = map[string]command{
 	"drop":         {summary: "cut an agent's sockets, as a network failure would", flags: agentFlags("/drop")},
 	"supersede":    {summary: "supersede an agent's sockets", flags: agentFlags("/supersede")},
 	"fault":        {summary: "add a fault rule", flags: faultFlags},
+	"rate-limit":   {summary: "throttle each agent's REST calls with a token bucket (429s)", flags: rateLimitFlags},
 }
 
 // run parses the command line, makes the call and prints the answer's
@@ -273,5 +274,19 @@ func describeFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
 		}
 		return adminCall{method: http.MethodPost, path: "/description",
 			body: map[string]string{"agent": *agent, "description": strings.Join(fs.Args(), " ")}}, nil
+	}
+}
+
+func rateLimitFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+	perSecond := fs.Float64("per-second", 0, "calls per second each agent may sustain (required)")
+	burst := fs.Int("burst", 1, "calls an agent may make at once")
+	retryAfter := fs.Bool("retry-after", false, "send Retry-After with the seconds until the next call is allowed")
+	emptyBody := fs.Bool("empty-body", false, "answer 429 with no body at all, like Band's load balancer")
+	return func(fs *flag.FlagSet) (adminCall, error) {
+		if *perSecond <= 0 || fs.NArg() > 0 {
+			return adminCall{}, errors.New("needs -per-second N (and optionally -burst, -retry-after, -empty-body); fakeband clear-faults lifts it")
+		}
+		limit := map[string]any{"per_second": *perSecond, "burst": *burst, "retry_after": *retryAfter, "empty_body": *emptyBody}
+		return adminCall{method: http.MethodPost, path: "/faults", body: map[string]any{"rate_limit": limit}}, nil
 	}
 }

@@ -36,6 +36,7 @@
 //	fakeband fault -endpoint post -kind lose_response -nth 1
 //	fakeband fault -event agent.control -kind lose_push -nth 1
 //	fakeband fault -plan '{"request": [...], "socket": [...]}'
+//	fakeband rate-limit -per-second 5 -burst 10 -retry-after
 //	fakeband faults                                  the active rules
 //	fakeband clear-faults
 //	fakeband truth                                   the ground truth, {"data": ...} as the admin API answers
@@ -145,6 +146,7 @@ commands:
   drop          -agent A      cut the agent's sockets
   supersede     -agent A
   fault         -endpoint E -kind K [-nth N | -probability P] [...]  (or -plan JSON)
+  rate-limit    -per-second N [-burst B] [-retry-after] [-empty-body]   429s per agent
   faults        the active fault rules and how often each kind fired
   clear-faults
   truth         the ground truth as the admin API answers it, {"data": ...}:
