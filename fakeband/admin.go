@@ -23,6 +23,8 @@ import (
 //	POST   /_admin/participants  {"room", "participant", "role"?} add one (Band.AddParticipantAs)
 //	DELETE /_admin/participants  {"room", "participant"} remove one (Band.RemoveParticipant)
 //	POST   /_admin/description   {"agent", "description"} (Band.SetDescription)
+//	POST   /_admin/contacts      {"agent", "participant"} (Band.AddContact)
+//	DELETE /_admin/contacts      {"agent", "participant"} (Band.RemoveContact)
 //	POST   /_admin/drop       {"agent"} cut the agent's sockets (Band.DropSockets)
 //	POST   /_admin/supersede  {"agent"} supersede them (Band.Supersede)
 //	GET    /_admin/faults     the active fault rules and the fired histogram
@@ -49,6 +51,8 @@ func (b *Band) adminRoutes(mux *http.ServeMux) {
 		"POST /participants":   b.adminAddParticipant,
 		"DELETE /participants": b.adminRemoveParticipant,
 		"POST /description":    b.adminDescription,
+		"POST /contacts":       b.adminContact(true),
+		"DELETE /contacts":     b.adminContact(false),
 		"POST /drop":           b.adminSockets(b.DropSockets),
 		"POST /supersede":      b.adminSockets(b.Supersede),
 		"GET /faults":          b.adminFaults,

@@ -24,8 +24,9 @@ type Band struct {
 	messages     map[string]*message
 	deliveries   map[deliveryKey]*delivery
 	executions   map[pairKey]*execution
-	lastDone     map[pairKey]string // message most recently processed, for StaleNext
-	settledUpTo  map[pairKey]int    // room messages before this index are all settled for the agent
+	lastDone     map[pairKey]string         // message most recently processed, for StaleNext
+	settledUpTo  map[pairKey]int            // room messages before this index are all settled for the agent
+	contacts     map[string]map[string]bool // agent id -> its contacts' participant ids
 
 	truth  truth
 	faults faultState
@@ -57,6 +58,7 @@ func New(opts Options) *Band {
 		executions:   map[pairKey]*execution{},
 		lastDone:     map[pairKey]string{},
 		settledUpTo:  map[pairKey]int{},
+		contacts:     map[string]map[string]bool{},
 		closing:      make(chan struct{}),
 	}
 	if b.now == nil {

@@ -51,8 +51,9 @@
 //     operator as owner) and the operator; adding someone already in the
 //     room is 422; only a room's owner or admin may remove, never the
 //     room's only owner (403 cannot_remove_sole_owner).
-//   - Peers are the operator and the sibling agents: there are no global
-//     agents and no contacts.
+//   - Peers are the operator, the sibling agents and the agent's contacts
+//     (AddContact); there are no global agents, and no contact requests.
+//     A contact event's id is the contact's participant id.
 //   - event_created is pushed on chat_room:{room} to every agent of the
 //     room (the SDKs ignore it; they read events back over REST).
 //   - The plan quota (403 limit_reached) is a FailBefore fault with Status

@@ -47,9 +47,10 @@ func (b *Band) serveCreateChat(c *call) reply {
 }
 
 // servePeers lists whom the agent may recruit: its owner and its sibling
-// agents (every agent of the fake shares the one operator), never itself.
-// not_in_chat leaves out the participants of that room when the agent is
-// in it; the fake has no global agents and no contacts.
+// agents (every agent of the fake shares the one operator), and its
+// contacts (Band.AddContact), never itself. not_in_chat leaves out the
+// participants of that room when the agent is in it; the fake has no
+// global agents.
 func (b *Band) servePeers(c *call) reply {
 	q := c.r.URL.Query()
 	page, err := intParam(q, "page", 1, 0)
@@ -70,9 +71,11 @@ func (b *Band) servePeers(c *call) reply {
 	if r := b.rooms[notIn]; r != nil && r.has(c.who.id) {
 		exclude = r
 	}
+	contacts := b.contacts[c.who.id]
 	var peers []*participant
 	for _, p := range b.people {
-		if p == c.who || (p != b.owner && !p.isAgent()) || (exclude != nil && exclude.has(p.id)) {
+		registry := p == b.owner || p.isAgent()
+		if p == c.who || (!registry && !contacts[p.id]) || (exclude != nil && exclude.has(p.id)) {
 			continue
 		}
 		peers = append(peers, p)
@@ -82,7 +85,10 @@ func (b *Band) servePeers(c *call) reply {
 	if page <= meta.TotalPages {
 		start := (page - 1) * size
 		for _, p := range peers[start:min(start+size, len(peers))] {
-			j := peerJSON{ID: p.id, Name: p.name, Handle: p.handle, Type: p.kind, Source: "registry"}
+			j := peerJSON{ID: p.id, Name: p.name, Handle: p.handle, Type: p.kind, Source: "registry", IsContact: contacts[p.id]}
+			if p != b.owner && !p.isAgent() {
+				j.Source = "contact"
+			}
 			if p.isAgent() {
 				d := p.description // copied: the answer is encoded after the lock is released
 				j.Description = &d

@@ -262,3 +262,42 @@ func TestMeHasTheAgentsDescription(t *testing.T) {
 	assert.Equal(t, "answers questions", me["description"])
 	assert.ErrorIs(t, f.b.SetDescription(f.alice.ID, "x"), fakeband.ErrNotFound)
 }
+
+// A contact added or removed is pushed on agent_contacts:{agent} with the
+// fields the SDKs require, and a contact is a peer with is_contact.
+func TestContactsArePushedAndArePeers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		carol := f.b.AddHuman("Carol")
+		c := dialSocket(t, f.b, f.bot.Key)
+		ref := c.mustJoin("agent_contacts:" + f.bot.ID)
+
+		require.NoError(t, f.b.AddContact(f.bot.ID, carol.ID))
+		added := c.next()
+		assert.Equal(t, phoenix.Frame{JoinRef: ref, Topic: "agent_contacts:" + f.bot.ID, Event: "contact_added", Payload: added.Payload}, added)
+		p := payload(t, added)
+		for _, field := range []string{"id", "handle", "name", "type", "inserted_at"} {
+			assert.IsType(t, "", p[field], "contact_added.%s", field)
+		}
+		assert.Equal(t, carol.ID, p["id"])
+		require.NoError(t, f.b.AddContact(f.bot.ID, carol.ID), "again: nothing")
+
+		var carolPeer map[string]any
+		for _, peer := range f.do(t, http.MethodGet, "/agent/peers", f.bot.Key, nil).list(t) {
+			if peer.(map[string]any)["id"] == carol.ID {
+				carolPeer = peer.(map[string]any)
+			}
+		}
+		require.NotNil(t, carolPeer, "a contact is a peer")
+		assert.Equal(t, "contact", carolPeer["source"])
+		assert.Equal(t, true, carolPeer["is_contact"])
+
+		require.NoError(t, f.b.RemoveContact(f.bot.ID, carol.ID))
+		removed := c.next()
+		assert.Equal(t, "contact_removed", removed.Event)
+		assert.Equal(t, map[string]any{"id": carol.ID}, payload(t, removed))
+		assert.ErrorIs(t, f.b.RemoveContact(f.bot.ID, carol.ID), fakeband.ErrNotFound)
+		assert.ErrorIs(t, f.b.AddContact(f.bot.ID, f.bot.ID), fakeband.ErrValidation)
+		c.requireQuiet()
+	})
+}

@@ -43,19 +43,21 @@ type Event struct {
 
 // Event kinds.
 const (
-	EventRoom      = "room"       // a room was created; Detail is its title
-	EventJoin      = "join"       // a participant joined; Detail is its role
-	EventLeave     = "leave"      // a participant left
-	EventPost      = "post"       // a message was stored; Detail is the sender type
-	EventMark      = "mark"       // a lifecycle call applied; Detail is the mark kind
-	EventStop      = "stop"       // an execution was stopped; Detail is the correlation id
-	EventPlay      = "play"       // an execution was resumed; Detail is the correlation id
-	EventInterrupt = "interrupt"  // an interrupt was pushed; Detail is the correlation id
-	EventSupersede = "supersede"  // an agent's sockets were superseded; Detail is the message
-	EventConnect   = "connect"    // an agent's socket connected
-	EventDrop      = "drop"       // DropSockets ran; Detail is how many connections it closed
-	EventChatEvent = "chat_event" // an agent posted an event; Detail is its message_type
-	EventActivity  = "activity"   // an agent reported /activity; Detail is working or idle
+	EventRoom           = "room"            // a room was created; Detail is its title
+	EventJoin           = "join"            // a participant joined; Detail is its role
+	EventLeave          = "leave"           // a participant left
+	EventPost           = "post"            // a message was stored; Detail is the sender type
+	EventMark           = "mark"            // a lifecycle call applied; Detail is the mark kind
+	EventStop           = "stop"            // an execution was stopped; Detail is the correlation id
+	EventPlay           = "play"            // an execution was resumed; Detail is the correlation id
+	EventInterrupt      = "interrupt"       // an interrupt was pushed; Detail is the correlation id
+	EventSupersede      = "supersede"       // an agent's sockets were superseded; Detail is the message
+	EventConnect        = "connect"         // an agent's socket connected
+	EventDrop           = "drop"            // DropSockets ran; Detail is how many connections it closed
+	EventChatEvent      = "chat_event"      // an agent posted an event; Detail is its message_type
+	EventActivity       = "activity"        // an agent reported /activity; Detail is working or idle
+	EventContactAdded   = "contact_added"   // a contact of the agent was added; Detail is the participant id
+	EventContactRemoved = "contact_removed" // a contact of the agent was removed; Detail is the participant id
 )
 
 // truth is the ground-truth record. Callers hold b.mu.

@@ -124,6 +124,8 @@ func TestServeTheExampleScenarioAndDriveItWithTheCommands(t *testing.T) {
 		{"add", "-room", "ops", "-participant", "ada", "-role", "admin"},
 		{"remove", "-room", "ops", "-participant", "ada"},
 		{"describe", "-agent", "echo", "repeats", "what", "it", "hears"},
+		{"contact-add", "-agent", "echo", "-participant", "bob"},
+		{"contact-remove", "-agent", "echo", "-participant", "bob"},
 		{"fault", "-endpoint", "event", "-kind", "fail_before", "-nth", "1", "-status", "403", "-code", "limit_reached"},
 		{"fault", "-endpoint", "me", "-kind", "fail_before", "-nth", "1", "-status", "429", "-empty-body", "-retry-after", "3"},
 		{"fault", "-event", "agent.control", "-kind", "delay_push", "-probability", "0.5", "-delay", "10ms"},

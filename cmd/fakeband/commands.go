@@ -31,21 +31,23 @@ type adminCall struct {
 }
 
 var commands = map[string]command{
-	"setup":        {summary: "print who is here, with keys", flags: get("/setup")},
-	"faults":       {summary: "print the active fault rules and how often each kind fired", flags: get("/faults")},
-	"truth":        {summary: "print the ground truth, as the admin API answers it ({\"data\": ...})", flags: get("/truth"), envelope: true},
-	"clear-faults": {summary: "remove every fault rule", flags: simple(http.MethodDelete, "/faults")},
-	"say":          {summary: "post a message as a human", flags: sayFlags},
-	"stop":         {summary: "stop every agent in a room", flags: roomFlags("/stop")},
-	"play":         {summary: "resume every agent in a room", flags: roomFlags("/play")},
-	"interrupt":    {summary: "interrupt an agent (agent-wide), or the agents of a room", flags: interruptFlags},
-	"add":          {summary: "add a participant to a room", flags: participantFlags(http.MethodPost)},
-	"remove":       {summary: "remove a participant from a room", flags: participantFlags(http.MethodDelete)},
-	"describe":     {summary: "set an agent's description (what GET /agent/me answers)", flags: describeFlags},
-	"drop":         {summary: "cut an agent's sockets, as a network failure would", flags: agentFlags("/drop")},
-	"supersede":    {summary: "supersede an agent's sockets", flags: agentFlags("/supersede")},
-	"fault":        {summary: "add a fault rule", flags: faultFlags},
-	"rate-limit":   {summary: "throttle each agent's REST calls with a token bucket (429s)", flags: rateLimitFlags},
+	"setup":          {summary: "print who is here, with keys", flags: get("/setup")},
+	"faults":         {summary: "print the active fault rules and how often each kind fired", flags: get("/faults")},
+	"truth":          {summary: "print the ground truth, as the admin API answers it ({\"data\": ...})", flags: get("/truth"), envelope: true},
+	"clear-faults":   {summary: "remove every fault rule", flags: simple(http.MethodDelete, "/faults")},
+	"say":            {summary: "post a message as a human", flags: sayFlags},
+	"stop":           {summary: "stop every agent in a room", flags: roomFlags("/stop")},
+	"play":           {summary: "resume every agent in a room", flags: roomFlags("/play")},
+	"interrupt":      {summary: "interrupt an agent (agent-wide), or the agents of a room", flags: interruptFlags},
+	"add":            {summary: "add a participant to a room", flags: participantFlags(http.MethodPost)},
+	"remove":         {summary: "remove a participant from a room", flags: participantFlags(http.MethodDelete)},
+	"describe":       {summary: "set an agent's description (what GET /agent/me answers)", flags: describeFlags},
+	"contact-add":    {summary: "make a participant one of an agent's contacts (contact_added)", flags: contactFlags(http.MethodPost)},
+	"contact-remove": {summary: "end a contact (contact_removed)", flags: contactFlags(http.MethodDelete)},
+	"drop":           {summary: "cut an agent's sockets, as a network failure would", flags: agentFlags("/drop")},
+	"supersede":      {summary: "supersede an agent's sockets", flags: agentFlags("/supersede")},
+	"fault":          {summary: "add a fault rule", flags: faultFlags},
+	"rate-limit":     {summary: "throttle each agent's REST calls with a token bucket (429s)", flags: rateLimitFlags},
 }
 
 // run parses the command line, makes the call and prints the answer's
@@ -288,5 +290,18 @@ func rateLimitFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) 
 		}
 		limit := map[string]any{"per_second": *perSecond, "burst": *burst, "retry_after": *retryAfter, "empty_body": *emptyBody}
 		return adminCall{method: http.MethodPost, path: "/faults", body: map[string]any{"rate_limit": limit}}, nil
+	}
+}
+
+func contactFlags(method string) func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+	return func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+		agent := fs.String("agent", "", "the agent's id, name or handle (required)")
+		who := fs.String("participant", "", "the contact's id, name or handle (required)")
+		return func(fs *flag.FlagSet) (adminCall, error) {
+			if *agent == "" || *who == "" || fs.NArg() > 0 {
+				return adminCall{}, errors.New("needs -agent A -participant P and nothing else")
+			}
+			return adminCall{method: method, path: "/contacts", body: map[string]string{"agent": *agent, "participant": *who}}, nil
+		}
 	}
 }

@@ -143,6 +143,8 @@ commands:
   add           -room R -participant P [-role owner|admin|member]
   remove        -room R -participant P
   describe      -agent A text...   the agent's description (GET /agent/me)
+  contact-add   -agent A -participant P   (contact_added on agent_contacts)
+  contact-remove -agent A -participant P  (contact_removed)
   drop          -agent A      cut the agent's sockets
   supersede     -agent A
   fault         -endpoint E -kind K [-nth N | -probability P] [...]  (or -plan JSON)

@@ -51,7 +51,8 @@ func TestOfficialPhoenixJSClientSpeaksToFakeband(t *testing.T) {
 		"joined agent_control:", "joined agent_rooms:", "joined room_participants:", "joined agent_contacts:",
 		"stop: agent.control", "play: agent.control", "interrupt: agent.control", "message_created",
 		"add the operator: participant_added", "remove the operator: participant_removed",
-		"remove the agent: room_removed", "add the agent back: room_added", "left agent_control:",
+		"remove the agent: room_removed", "add a contact: contact_added", "remove the contact: contact_removed",
+		"add the agent back: room_added", "left agent_control:",
 	} {
 		assert.Contains(t, string(out), "ok: "+step, "step %q", step)
 	}

@@ -5,6 +5,7 @@
 // agent_contacts of the agent; chat_room and room_participants of its room),
 // receive agent.control pushes for stop, play and interrupt, message_created,
 // participant_added and participant_removed, room_removed and room_added,
+// contact_added and contact_removed,
 // get an error reply for a topic that is not the agent's, survive heartbeat
 // cycles, and leave.
 //
@@ -143,6 +144,8 @@ await joined(participants, `join room_participants:${room.id}`);
 pass(`joined room_participants:${room.id}`);
 
 const contacts = socket.channel(`agent_contacts:${me.id}`, {});
+let onContact = () => {};
+for (const event of ["contact_added", "contact_removed"]) contacts.on(event, (payload) => onContact(event, payload));
 await joined(contacts, `join agent_contacts:${me.id}`);
 pass(`joined agent_contacts:${me.id}`);
 
@@ -214,6 +217,14 @@ await expectEvent("remove the operator",
 await expectEvent("remove the agent",
   listenRooms, () => call("DELETE", `${adminURL}/participants`, { room: room.id, participant: me.id }),
   "room_removed", room.id, ["id", "status", "type", "title", "removed_at"]);
+const listenContacts = (f) => { onContact = f; };
+const human = setup.humans[0];
+await expectEvent("add a contact",
+  listenContacts, () => call("POST", `${adminURL}/contacts`, { agent: me.id, participant: human.id }),
+  "contact_added", human.id, ["id", "handle", "name", "type", "inserted_at"]);
+await expectEvent("remove the contact",
+  listenContacts, () => call("DELETE", `${adminURL}/contacts`, { agent: me.id, participant: human.id }),
+  "contact_removed", human.id, ["id"]);
 await expectEvent("add the agent back",
   listenRooms, () => call("POST", `${adminURL}/participants`, { room: room.id, participant: me.id }),
   "room_added", room.id, ["id", "inserted_at", "updated_at"]);
