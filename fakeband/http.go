@@ -77,7 +77,7 @@ func (b *Band) routes(admin bool) http.Handler {
 // handler, and rendering (or losing) the answer.
 func (b *Band) api(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, reqID, open := b.admit(rt.ep, r.Header.Get("X-API-Key"))
+		f, reqID, open := b.admit(rt.ep, r)
 		if !open {
 			writeReply(w, errReply(errClosedBand), reqID)
 			return
@@ -109,7 +109,7 @@ func (b *Band) api(rt route) http.Handler {
 
 // admit counts the request and picks its fault: the rate limit's 429
 // first, then the fault rules; open is false after Close.
-func (b *Band) admit(ep Endpoint, key string) (f *Fault, reqID string, open bool) {
+func (b *Band) admit(ep Endpoint, r *http.Request) (f *Fault, reqID string, open bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	reqID = b.requestIDLocked()
@@ -117,8 +117,10 @@ func (b *Band) admit(ep Endpoint, key string) (f *Fault, reqID string, open bool
 		return nil, reqID, false
 	}
 	b.truth.reqs[ep]++
-	if f := b.throttleLocked(ep, key); f != nil {
-		return f, reqID, true
+	if b.rate.limit != nil && r != nil {
+		if f := b.throttleLocked(ep, r.Header.Get("X-API-Key")); f != nil {
+			return f, reqID, true
+		}
 	}
 	return b.pickFaultLocked(ep), reqID, true
 }
