@@ -44,8 +44,8 @@ type Secret struct {
 
 type held struct {
 	value string
-	// forms are the spellings of value text may hold (raw, URL-escaped,
-	// quoted), longest first; empty below MinScrubLength.
+	// forms are the spellings of value text may hold (raw, trimmed,
+	// URL-escaped, quoted), longest first; empty below MinScrubLength.
 	forms    []string
 	replacer *strings.Replacer
 }
@@ -62,12 +62,13 @@ func New(value string) *Secret {
 	seen := map[string]bool{}
 	for _, f := range []string{
 		value,
+		strings.TrimSpace(value), // a key read from a file with its newline
 		url.QueryEscape(value),
 		url.PathEscape(value),
 		quoted[1 : len(quoted)-1],
 		string(js[1 : len(js)-1]),
 	} {
-		if !seen[f] {
+		if !seen[f] && len(f) >= MinScrubLength {
 			seen[f] = true
 			h.forms = append(h.forms, f)
 		}

@@ -107,3 +107,9 @@ func TestReplacementDoesNotLeaveAPartOfALongerForm(t *testing.T) {
 	assert.Equal(t, "raw [redacted], query [redacted]", got)
 	assert.False(t, strings.Contains(got, "space"))
 }
+
+func TestAKeyWithItsNewlineIsScrubbedWithoutItToo(t *testing.T) {
+	s := keyguard.New(key + "\n")
+	assert.Equal(t, "echoed [redacted].", s.Scrub("echoed "+key+"."))
+	assert.Equal(t, "a keyed kettle", keyguard.New("   k    ").Scrub("a keyed kettle"), "no form shorter than MinScrubLength")
+}
