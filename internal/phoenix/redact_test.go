@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -168,7 +170,7 @@ func TestRealDialFailuresDoNotShowTheKey(t *testing.T) {
 	closed := "ws://" + l.Addr().String() + "/api/v1/socket/websocket"
 	require.NoError(t, l.Close())
 
-	tlsServer := httptest.NewTLSServer(http.NotFoundHandler())
+	tlsServer := quietTLSServer()
 	defer tlsServer.Close()
 	untrusted := "wss://" + strings.TrimPrefix(tlsServer.URL, "https://") + "/api/v1/socket/websocket"
 
@@ -207,4 +209,13 @@ func TestPrintingAClientShowsNoKey(t *testing.T) {
 	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
 		assertNoKey(t, format, fmt.Sprintf(format, c))
 	}
+}
+
+// quietTLSServer is a TLS server whose certificate no client trusts. The
+// handshake errors it sees are the point; they are not logged to stderr.
+func quietTLSServer() *httptest.Server {
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	return srv
 }

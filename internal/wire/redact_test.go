@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -129,7 +130,7 @@ func closedAddr(t *testing.T) string {
 }
 
 func TestRealTransportFailuresDoNotShowTheKey(t *testing.T) {
-	tlsServer := httptest.NewTLSServer(http.NotFoundHandler())
+	tlsServer := quietTLSServer()
 	defer tlsServer.Close()
 	for name, base := range map[string]string{
 		"connection refused": "http://" + closedAddr(t) + "/api/v1",
@@ -199,4 +200,13 @@ func TestPrintingAClientShowsNoKey(t *testing.T) {
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "%v", []*Client{c})
 	assertNoKey(t, "slice", buf.String())
+}
+
+// quietTLSServer is a TLS server whose certificate no client trusts. The
+// handshake errors it sees are the point; they are not logged to stderr.
+func quietTLSServer() *httptest.Server {
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	return srv
 }
