@@ -75,7 +75,7 @@ func New(cfg Config) (*Shell, error) {
 	return &Shell{
 		cfg:        s,
 		jitterSeed: seed,
-		api:        wire.NewClient(s.baseURL.String(), s.APIKey, doer),
+		api:        wire.NewClient(s.baseURL.String(), s.apiKey.Value(), doer),
 		jitter:     core.NewJitter(seed + 1),
 		log:        s.Logger,
 		slots:      make(chan struct{}, s.MaxConcurrentRooms),
