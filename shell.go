@@ -25,7 +25,6 @@ type Shell struct {
 	api    *wire.Client
 	jitter *core.Jitter
 	log    *slog.Logger
-	slots  chan struct{} // one token per room handling a message
 
 	jitterSeed uint64
 	relist     chan struct{} // buffered(1): list the rooms now (see watchRooms)
@@ -42,6 +41,7 @@ type Shell struct {
 	fatal        context.CancelCauseFunc // ends Run with an error
 	work         sync.WaitGroup          // room goroutines
 	run          runContexts
+	sched        *scheduler    // runs the rooms; one per Run
 	oneShot      *drainTracker // set while Drain runs
 }
 
@@ -78,7 +78,6 @@ func New(cfg Config) (*Shell, error) {
 		api:        wire.NewClient(s.baseURL.String(), s.apiKey.Value(), doer),
 		jitter:     core.NewJitter(seed + 1),
 		log:        s.Logger,
-		slots:      make(chan struct{}, s.MaxConcurrentRooms),
 		relist:     make(chan struct{}, 1),
 		rooms:      make(map[string]*room),
 	}, nil
@@ -105,9 +104,11 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	defer fail(nil)
 	hard, cancelHard := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelHard(nil)
+	sched := newScheduler(s)
 	s.mu.Lock()
-	s.fatal, s.run, s.oneShot = fail, runContexts{fetch: fetch, hard: hard}, oneShot
+	s.fatal, s.run, s.oneShot, s.sched = fail, runContexts{fetch: fetch, hard: hard}, oneShot, sched
 	s.mu.Unlock()
+	s.work.Go(func() { sched.run(fetch, hard) })
 
 	err := s.start(fetch)
 	if err == nil {
@@ -117,6 +118,7 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 		<-fetch.Done()
 		err = context.Cause(fetch)
 	}
+	fail(err) // start-up failed: stop the scheduler too
 	if errors.Is(err, ErrSuperseded) {
 		cancelHard(ErrSuperseded)
 	}
@@ -225,25 +227,19 @@ func (s *Shell) addRoom(id string) bool {
 	if _, ok := s.rooms[id]; ok || s.run.fetch == nil || s.run.fetch.Err() != nil {
 		return false
 	}
-	r := newRoom(s, id)
+	r := newRoom(s, s.sched, id)
 	if s.agentStopped {
 		r.ctl.setStopped(time.Now())
 	}
 	if s.oneShot != nil {
 		s.oneShot.add(r)
 	}
-	fetch, cancel := context.WithCancelCause(s.run.fetch)
-	r.leave = cancel
+	r.fetch, r.leave = context.WithCancelCause(s.run.fetch)
 	s.rooms[id] = r
 	if s.sock != nil {
 		s.sock.Join("chat_room:"+id, r.onRoomEvent)
 	}
-	s.work.Add(1)
-	go func() {
-		defer s.work.Done()
-		defer cancel(nil)
-		r.run(fetch, s.run.hard)
-	}()
+	s.sched.wake(r)
 	return true
 }
 
@@ -258,11 +254,14 @@ func (s *Shell) removeRoom(id string) {
 	s.mu.Unlock()
 	if r != nil {
 		r.leave(errRoomRemoved)
+		r.ctl.poke() // so the scheduler lets it go now
 	}
 }
 
-// dropRoom forgets a room whose loop has ended.
-func (s *Shell) dropRoom(r *room) {
+// roomEnded forgets a room the scheduler no longer runs.
+func (s *Shell) roomEnded(r *room) {
+	r.leave(nil)
+	r.oneShot(func(d *drainTracker) { d.gone(r) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.rooms[r.id] == r {
@@ -302,8 +301,11 @@ func (s *Shell) drain(cancelHard context.CancelCauseFunc) {
 		<-done
 	}
 	s.mu.Lock()
+	for _, r := range s.rooms {
+		r.leave(nil)
+	}
 	s.rooms = make(map[string]*room)
-	s.sock, s.seen, s.agentStopped, s.oneShot = nil, nil, false, nil
+	s.sock, s.seen, s.agentStopped, s.oneShot, s.sched = nil, nil, false, nil, nil
 	s.mu.Unlock()
 }
 
