@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/band-once/bandonce/internal/wire"
 )
 
 // DefaultBaseURL is Band's production REST root.
@@ -211,7 +213,7 @@ func (c Config) withDefaults() (settings, error) {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
-	s.HTTPClient, s.socketClient = requestClients(c.HTTPClient, s.RequestTimeout)
+	s.HTTPClient, s.socketClient = wire.RequestClients(c.HTTPClient, s.RequestTimeout)
 	if c.SocketURL != "" {
 		u, err := url.Parse(c.SocketURL)
 		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {

@@ -1,4 +1,4 @@
-package bandonce
+package wire
 
 import (
 	"context"
@@ -40,11 +40,11 @@ func (b *cancelOnClose) Close() error {
 	return err
 }
 
-// requestClients returns the client for REST calls, each bounded by
+// RequestClients returns the client for REST calls, each bounded by
 // timeout unless the caller's client has a Timeout of its own, and the
 // client for the socket's upgrade, which must not be bounded: the
 // connection it opens lives on.
-func requestClients(base *http.Client, timeout time.Duration) (rest, socket *http.Client) {
+func RequestClients(base *http.Client, timeout time.Duration) (rest, socket *http.Client) {
 	if base == nil {
 		base = &http.Client{}
 	}

@@ -1,0 +1,374 @@
+package bandonce_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/boltledger"
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// charges is a payment API double: it performs one charge per
+// idempotency key, however often it is called with that key, and counts
+// the calls.
+type charges struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *charges) charge(_ context.Context, key string) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[key]++
+	return []byte("ch_" + key[len(key)-6:]), nil
+}
+
+func (c *charges) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// turnHandler sends two messages, takes a journaled step between them,
+// and returns the final reply.
+func turnHandler(pay *charges) bandonce.Handler {
+	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if err := m.Send(ctx, bandonce.Reply{Content: "looking into it", Mentions: []string{m.SenderID}}); err != nil {
+			return nil, err
+		}
+		receipt, err := m.Step(ctx, "charge", pay.charge)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.Send(ctx, bandonce.Reply{Content: "charged " + string(receipt), Mentions: []string{m.SenderID}}); err != nil {
+			return nil, err
+		}
+		return &bandonce.Reply{Content: "done: " + m.Body(), Mentions: []string{m.SenderID}}, nil
+	}
+}
+
+// turnKeys are the keys one message's turn posts: two sends, the reply.
+func turnKeys(id string) []string {
+	return []string{bandonce.DefaultKey(id) + ":send:1", bandonce.DefaultKey(id) + ":send:2", bandonce.DefaultKey(id)}
+}
+
+func TestATurnSendsEachMessageOnceAndTheReplyLast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "refund order 17")
+		pay := &charges{}
+		stop := w.start(w.config(turnHandler(pay)))
+		settle(10 * time.Second)
+		require.NoError(t, stop())
+
+		posts := w.replies(room)
+		require.Len(t, posts, 3)
+		for i, key := range turnKeys(id) {
+			assert.Equal(t, 1, w.repliesTo(room, key), key)
+			assert.Contains(t, posts[i].Content, "[dedup_key:"+key+"]", "in order")
+		}
+		assert.Contains(t, posts[1].Content, "charged ch_")
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+		assert.Len(t, pay.snapshot(), 1)
+		reqs := w.band.Requests()
+		assert.Zero(t, reqs[fakeband.EndpointContext], "a first delivery reads no room")
+		assert.Equal(t, 3, reqs[fakeband.EndpointPost])
+	})
+}
+
+// A crash at every request boundary of a turn with sends and a step,
+// before and after Band applied the request, then a fresh shell: every
+// send and the reply are in the room once, the message is processed, and
+// the payment API saw one idempotency key.
+func TestCrashAtEveryRequestBoundaryOfATurn(t *testing.T) {
+	for _, durable := range []bool{false, true} {
+		var total int
+		synctest.Test(t, func(t *testing.T) {
+			w := newWorld(t, 1)
+			w.say(w.rooms[0], "refund order 17")
+			total = runConfigWithKill(t, w, w.config(turnHandler(&charges{})), -1, false)
+		})
+		require.GreaterOrEqual(t, total, 8, "me, chats, next, processing, 3 posts, processed")
+		for at := 1; at <= total; at++ {
+			for _, after := range []bool{false, true} {
+				t.Run(fmt.Sprintf("durable=%v request %d after=%v", durable, at, after), func(t *testing.T) {
+					path := filepath.Join(t.TempDir(), "agent.ledger")
+					synctest.Test(t, func(t *testing.T) {
+						w := newWorld(t, 1)
+						room := w.rooms[0]
+						id := w.say(room, "refund order 17")
+						pay := &charges{}
+						life := func(at int) {
+							cfg := w.config(turnHandler(pay))
+							if durable {
+								ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+								require.NoError(t, err)
+								defer ledger.Close()
+								cfg.Ledger = ledger
+							}
+							runConfigWithKill(t, w, cfg, at, after)
+						}
+						life(at)
+						life(-1)
+						for _, key := range turnKeys(id) {
+							assert.Equal(t, 1, w.repliesTo(room, key), key)
+						}
+						assert.Len(t, w.replies(room), 3)
+						assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+						calls := pay.snapshot()
+						assert.Len(t, calls, 1, "one idempotency key for the step at every delivery")
+						if durable {
+							for _, n := range calls {
+								assert.Equal(t, 1, n, "the durable journal kept the step from running again")
+							}
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+// A step recorded in the durable ledger is not run again on a
+// redelivery; its recorded result is returned instead.
+func TestAStepRecordedInTheLedgerIsNotRunAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.ledger")
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "pay")
+		pay := &charges{}
+		var mu sync.Mutex
+		var receipts []string
+		var keys []string
+		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			r, err := m.Step(ctx, "charge", func(ctx context.Context, key string) ([]byte, error) {
+				mu.Lock()
+				keys = append(keys, key)
+				mu.Unlock()
+				return pay.charge(ctx, key)
+			})
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			receipts = append(receipts, string(r))
+			mu.Unlock()
+			return nil, errors.New("the model timed out") // fail, so Band serves it again
+		}
+		ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+		require.NoError(t, err)
+		defer ledger.Close()
+		cfg := w.config(h)
+		cfg.Ledger = ledger
+		cfg.MaxAttempts = 3
+		stop := w.start(cfg)
+		settle(time.Minute)
+		require.NoError(t, stop())
+
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, receipts, 3, "three deliveries before the dead letter")
+		assert.Equal(t, receipts[0], receipts[1])
+		assert.Equal(t, receipts[0], receipts[2])
+		assert.Len(t, keys, 1, "fn ran once")
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id), "dead-lettered")
+	})
+}
+
+// With a memory ledger a failed delivery (the process lives on) keeps
+// the step's record too; fn's key is the same at every delivery.
+func TestStepKeysAreStableAndErrorsRecordNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		w.say(room, "pay")
+		var mu sync.Mutex
+		var keys []string
+		runs := 0
+		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			_, err := m.Step(ctx, "charge", func(ctx context.Context, key string) ([]byte, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				keys = append(keys, key)
+				runs++
+				if runs == 1 {
+					return nil, errors.New("payment API unavailable")
+				}
+				return []byte("ok"), nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			return &bandonce.Reply{Content: "paid", Mentions: []string{m.SenderID}}, nil
+		}
+		stop := w.start(w.config(h))
+		settle(time.Minute)
+		require.NoError(t, stop())
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, keys, 2, "the failed run recorded nothing, so the step ran again")
+		assert.Equal(t, keys[0], keys[1])
+		assert.Regexp(t, `^bandonce-[0-9a-f]{32}$`, keys[0])
+		assert.Len(t, w.replies(room), 1)
+	})
+}
+
+// An interrupt while the handler works between two sends: the first is
+// in the room, the second sends nothing and returns ErrInterrupted, the
+// step after it never runs, and the message is consumed.
+func TestASendAfterAnInterruptSendsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "long task")
+		var sendErr error
+		stepRan := false
+		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			if err := m.Send(ctx, bandonce.Reply{Content: "starting", Mentions: []string{m.SenderID}}); err != nil {
+				return nil, err
+			}
+			select {
+			case <-time.After(time.Minute):
+			case <-ctx.Done():
+			}
+			// A careless handler goes on: the shell must not.
+			sendErr = m.Send(context.WithoutCancel(ctx), bandonce.Reply{Content: "halfway", Mentions: []string{m.SenderID}})
+			_, _ = m.Step(context.WithoutCancel(ctx), "charge", func(context.Context, string) ([]byte, error) {
+				stepRan = true
+				return nil, nil
+			})
+			return nil, sendErr
+		}
+		stop := w.start(w.socketConfig(h))
+		time.Sleep(2 * time.Second)
+		require.NoError(t, w.band.Interrupt(w.agent.ID, ""))
+		settle(10 * time.Second)
+		require.NoError(t, stop())
+
+		assert.ErrorIs(t, sendErr, bandonce.ErrInterrupted)
+		assert.False(t, stepRan, "no step after the interrupt")
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)+":send:1"))
+		assert.Len(t, w.replies(room), 1, "only the send made before the interrupt")
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id), "consumed")
+	})
+}
+
+// A stop makes Band refuse posts: a send learns it from the 403 even when
+// the push is lost, returns ErrStopped, and the message waits for play.
+func TestASendRefusedAsStoppedReturnsErrStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "task")
+		require.NoError(t, w.band.StopRoom(room.ID)) // no socket: the shell hears only the 403
+		var errs []error
+		var mu sync.Mutex
+		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			err := m.Send(ctx, bandonce.Reply{Content: "starting", Mentions: []string{m.SenderID}})
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			return &bandonce.Reply{Content: "done", Mentions: []string{m.SenderID}}, nil
+		}
+		stop := w.start(w.config(h))
+		settle(5 * time.Second)
+		assert.Equal(t, "delivered", w.band.Status(w.agent.ID, id), "stopped before /next served it")
+		require.NoError(t, stop())
+		assert.Empty(t, errs, "a stopped room serves nothing")
+
+		// Band's gate opens for /next but the post is refused: the room
+		// was stopped again after the message was served.
+		require.NoError(t, w.band.PlayRoom(room.ID))
+		refuse := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			require.NoError(t, w.band.StopRoom(room.ID))
+			return h(ctx, m)
+		}
+		stop = w.start(w.config(refuse))
+		settle(5 * time.Second)
+		require.NoError(t, stop())
+		mu.Lock()
+		require.Len(t, errs, 1)
+		assert.ErrorIs(t, errs[0], bandonce.ErrStopped)
+		mu.Unlock()
+		assert.Empty(t, w.replies(room))
+		assert.Equal(t, "processing", w.band.Status(w.agent.ID, id), "left for replay")
+	})
+}
+
+func TestEffectsOutsideTheTurnAreRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		w.say(w.rooms[0], "hi")
+		kept := make(chan *bandonce.Message, 1)
+		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			kept <- m
+			return nil, nil
+		}
+		stop := w.start(w.config(h))
+		settle(5 * time.Second)
+		require.NoError(t, stop())
+		m := <-kept
+		ctx := context.Background()
+		assert.ErrorIs(t, m.Send(ctx, bandonce.Reply{Content: "late", Mentions: []string{m.SenderID}}), bandonce.ErrNotInTurn)
+		assert.ErrorIs(t, m.Event(ctx, bandonce.Event{Type: bandonce.EventThought, Content: "late"}), bandonce.ErrNotInTurn)
+		_, err := m.Step(ctx, "s", func(context.Context, string) ([]byte, error) { t.Fatal("ran"); return nil, nil })
+		assert.ErrorIs(t, err, bandonce.ErrNotInTurn)
+
+		var stray bandonce.Message
+		assert.ErrorIs(t, stray.Send(ctx, bandonce.Reply{Content: "x"}), bandonce.ErrNotInTurn)
+	})
+}
+
+func TestBadEffectsAreRejectedBeforeAnyRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		w.say(w.rooms[0], "hi")
+		var errs []error
+		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			for _, ev := range []bandonce.Event{
+				{Type: "gossip", Content: "x"},
+				{Type: bandonce.EventThought, Content: "  "},
+				{Type: bandonce.EventThought, Content: "x", Metadata: map[string]any{"dedup_key": "mine"}},
+				{Type: bandonce.EventAttention, Content: "may I?"},
+				{Type: bandonce.EventThought, Content: "x", DedupKey: "two\nlines"},
+			} {
+				errs = append(errs, m.Event(ctx, ev))
+			}
+			errs = append(errs, m.Send(ctx, bandonce.Reply{Content: "", Mentions: []string{m.SenderID}}))
+			_, err := m.Step(ctx, "", func(context.Context, string) ([]byte, error) { return nil, nil })
+			errs = append(errs, err)
+			return nil, nil
+		}
+		stop := w.start(w.config(h))
+		settle(5 * time.Second)
+		require.NoError(t, stop())
+		require.Len(t, errs, 7)
+		for i, err := range errs {
+			var perm *bandonce.PermanentError
+			assert.ErrorAs(t, err, &perm, "case %d: %v", i, err)
+		}
+		assert.Zero(t, w.band.Requests()[fakeband.EndpointPost])
+	})
+}
