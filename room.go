@@ -28,9 +28,10 @@ type room struct {
 	// succeeded: the next delivery consumes them without a handler.
 	consumeOnServe map[string]bool
 
-	errStreak int    // consecutive rounds that ended in an error, for backoff
-	lastStale string // a message /next served though Band says it is done
-	gone      bool   // Band says the agent is not in this room (404)
+	errStreak     int    // consecutive rounds that ended in an error, for backoff
+	lastStale     string // a message /next served though Band says it is done
+	gone          bool   // Band says the agent is not in this room (404)
+	stopAnnounced bool   // the log already says this room waits for play
 }
 
 // step is how one round of the room ended, and so what it does next.
@@ -67,11 +68,6 @@ func (r *room) run(fetch, hard context.Context) {
 		case <-fetch.Done():
 		case <-r.ctl.wake:
 		case <-t.C:
-			if !r.s.socketUp.Load() {
-				// No socket, no play push: a stopped room learns that
-				// its gate opened only by asking /next now and then.
-				r.ctl.probeIfStopped()
-			}
 		}
 		t.Stop()
 	}
@@ -91,12 +87,14 @@ func (r *room) drain(fetch, hard context.Context) time.Duration {
 			r.errStreak++
 			return r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, r.errStreak)
 		case stepStopped:
-			// With the socket up, play wakes the room; without it, a
-			// slow probe is the only way to learn the gate opened.
-			if r.ctl.isStopped() {
+			// Play wakes the room; a probe now and then covers a play
+			// whose push never arrived.
+			wait := r.ctl.untilProbe(time.Now(), r.s.cfg.ResyncInterval)
+			if wait > 0 && !r.stopAnnounced {
 				r.s.log.Info("bandonce: room stopped; waiting for play", "room", r.id)
 			}
-			return r.s.cfg.ResyncInterval
+			r.stopAnnounced = wait > 0
+			return wait
 		case stepGone:
 			r.gone = true
 			return 0
@@ -114,7 +112,7 @@ func (r *room) round(fetch, hard context.Context) step {
 	}
 	defer func() { <-r.s.slots }()
 
-	probe, ok := r.ctl.mayFetch()
+	probe, ok := r.ctl.mayFetch(time.Now(), r.s.cfg.ResyncInterval)
 	if !ok {
 		return stepStopped
 	}

@@ -30,6 +30,7 @@ type Shell struct {
 	slots  chan struct{} // one token per room handling a message
 
 	jitterSeed uint64
+	relist     chan struct{} // buffered(1): list the rooms now (see watchRooms)
 	running    atomic.Bool
 	socketUp   atomic.Bool    // pushes are flowing: idle rooms only resync slowly
 	socketDone sync.WaitGroup // the socket's goroutine
@@ -91,6 +92,7 @@ func New(cfg Config) (*Shell, error) {
 		jitter:     core.NewJitter(seed + 1),
 		log:        s.Logger,
 		slots:      make(chan struct{}, s.MaxConcurrentRooms),
+		relist:     make(chan struct{}, 1),
 		rooms:      make(map[string]*room),
 	}, nil
 }
@@ -173,6 +175,13 @@ func (s *Shell) start(ctx context.Context) error {
 	for _, id := range ids {
 		s.addRoom(id)
 	}
+	if len(s.cfg.Rooms) == 0 {
+		s.work.Add(1)
+		go func() {
+			defer s.work.Done()
+			s.watchRooms(ctx)
+		}()
+	}
 	return nil
 }
 
@@ -216,15 +225,18 @@ func asFatal(err error) error {
 	return nil
 }
 
-// addRoom starts serving a room unless it already is.
-func (s *Shell) addRoom(id string) {
+// addRoom starts serving a room unless it already is; it reports whether
+// it did.
+func (s *Shell) addRoom(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.rooms[id]; ok || s.run.fetch == nil || s.run.fetch.Err() != nil {
-		return
+		return false
 	}
 	r := newRoom(s, id)
-	r.ctl.stopped = s.agentStopped
+	if s.agentStopped {
+		r.ctl.setStopped(time.Now())
+	}
 	fetch, cancel := context.WithCancelCause(s.run.fetch)
 	r.leave = cancel
 	s.rooms[id] = r
@@ -237,6 +249,7 @@ func (s *Shell) addRoom(id string) {
 		defer cancel(nil)
 		r.run(fetch, s.run.hard)
 	}()
+	return true
 }
 
 // errRoomRemoved ends a room's loop when the agent leaves the room.

@@ -45,6 +45,10 @@ type Report struct {
 	// LostMessages the messages left pending or without their due reply.
 	DoublePosts  int `json:"double_posts"`
 	LostMessages int `json:"lost_messages"`
+	// Interrupted counts the messages an interrupt consumed before their
+	// due reply: an interrupt applies to the turn in flight when its push
+	// reaches the agent, since the push names no turn.
+	Interrupted int `json:"interrupted_messages"`
 	// Exhaustive says what an exhaustive run enumerated.
 	Exhaustive *Coverage `json:"exhaustive,omitempty"`
 	// Violating counts the schedules that broke an invariant; First is
@@ -162,6 +166,7 @@ func (r *Report) add(a *aggregate) {
 	}
 	r.Messages, r.Replies, r.Requests, r.Lives = a.messages, a.replies, a.requests, a.lives
 	r.DoublePosts, r.LostMessages, r.Violating, r.Durable = a.doublePosts, a.lost, a.violating, a.durable
+	r.Interrupted = a.interrupted
 	for _, l := range a.lines {
 		r.Lines = append(r.Lines, l.line)
 	}
@@ -251,6 +256,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  %-27s%8d %9d\n", c.Name, c.Checked, c.Violated)
 	}
 	row("totals", "%d messages, %d replies, %d HTTP requests, %d agent lives", r.Messages, r.Replies, r.Requests, r.Lives)
+	row("interrupted", "%d messages consumed unanswered by an interrupt that reached their turn", r.Interrupted)
+	row("", "(a push names no turn: it applies to the one in flight when it arrives)")
 	if c := r.Exhaustive; c != nil {
 		row("exhaustive coverage", "%d distinct schedules: %d baselines, %d single-kill, %d double-kill over %d kill points",
 			c.Total, c.Baselines, c.Singles, c.Pairs, c.KillPoints)

@@ -81,6 +81,7 @@ type aggregate struct {
 	messages, replies  int
 	requests, lives    int
 	doublePosts, lost  int
+	interrupted        int
 	violating, durable int
 	firstBad           *Result
 	firstBadIndex      int
@@ -101,7 +102,7 @@ func (a *aggregate) add(i int, r Result, verbose bool) {
 	one := &aggregate{
 		schedules: 1, checks: r.Checks, violations: r.Violations, faults: r.Faults,
 		messages: r.Messages, replies: r.Replies, requests: r.Requests, lives: r.Lives,
-		doublePosts: r.DoublePosts, lost: r.Lost, firstBadIndex: -1,
+		doublePosts: r.DoublePosts, lost: r.Lost, interrupted: r.Interrupted, firstBadIndex: -1,
 	}
 	if r.Violation != nil {
 		one.violating, one.firstBad, one.firstBadIndex = 1, &r, i
@@ -132,6 +133,7 @@ func (a *aggregate) merge(b *aggregate) {
 	a.lives += b.lives
 	a.doublePosts += b.doublePosts
 	a.lost += b.lost
+	a.interrupted += b.interrupted
 	a.violating += b.violating
 	a.durable += b.durable
 	if b.firstBad != nil && (a.firstBadIndex < 0 || b.firstBadIndex < a.firstBadIndex) {
