@@ -42,6 +42,12 @@ func Shell(h bandonce.Handler, cfg ...bandonce.Config) Factory {
 			c.APIKey, c.BaseURL, c.SocketURL, c.HTTPClient = env.APIKey, env.BaseURL, env.SocketURL, env.HTTPClient
 			c.Handler = observeHandler(h, env)
 			fillTiming(&c, env.Seed)
+			if c.Ledger == nil {
+				c.Ledger = bandonce.NewMemoryLedger()
+			}
+			if o := env.External.obs; o != nil {
+				c.Ledger = &stepLedger{Ledger: c.Ledger, o: o}
+			}
 			sh, err := bandonce.New(c)
 			if err != nil {
 				return err
@@ -84,8 +90,10 @@ func observeHandler(h bandonce.Handler, env Env) bandonce.Handler {
 			return h(ctx, m)
 		}
 		call := &handlerCall{life: env.Life, room: m.RoomID, msg: m.ID, start: time.Now()}
+		running := lifeMessage{env.Life, m.ID}
 		o.mu.Lock()
 		o.handlers = append(o.handlers, call)
+		o.running[running] = ctx
 		o.mu.Unlock()
 		stop := context.AfterFunc(ctx, func() {
 			o.mu.Lock()
@@ -95,6 +103,7 @@ func observeHandler(h bandonce.Handler, env Env) bandonce.Handler {
 		defer stop()
 		reply, err := h(ctx, m)
 		o.mu.Lock()
+		delete(o.running, running)
 		call.returned, call.end = true, time.Now()
 		if reply != nil { // the key the handler chose, posted or not
 			key := reply.DedupKey
