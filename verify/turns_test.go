@@ -105,8 +105,8 @@ func (amnesiac) Key(context.Context, string, string) (bandonce.KeyState, error) 
 	return bandonce.KeyUnknown, nil
 }
 func (amnesiac) SetKey(context.Context, string, string, bandonce.KeyState) error { return nil }
-func (amnesiac) AckPending(context.Context, string, string) (bool, error)      { return false, nil }
-func (amnesiac) SetAckPending(context.Context, string, string, bool) error     { return nil }
+func (amnesiac) AckPending(context.Context, string, string) (bool, error)        { return false, nil }
+func (amnesiac) SetAckPending(context.Context, string, string, bool) error       { return nil }
 func (amnesiac) Step(context.Context, string, string, string) ([]byte, bool, error) {
 	return nil, false, nil
 }
