@@ -32,6 +32,10 @@ func (s *Shell) watchRooms(ctx context.Context) {
 			return
 		case <-s.relist:
 		case <-t.C:
+			select { // a request that came with the timer is served by this listing
+			case <-s.relist:
+			default:
+			}
 		}
 		t.Stop()
 		chats, err := s.api.Chats(ctx)

@@ -108,7 +108,11 @@ func newSim(s *Schedule, opts Options) *sim {
 	sm.agent = b.AddAgent("prover")
 	sm.human = b.AddHuman("ada")
 	for i := range max(s.Rooms, 1) {
-		sm.rooms = append(sm.rooms, b.AddRoom(fmt.Sprintf("room %d", i+1), sm.human, sm.agent.ID))
+		members := []string{sm.agent.ID}
+		if s.joinsLater(i) {
+			members = nil
+		}
+		sm.rooms = append(sm.rooms, b.AddRoom(fmt.Sprintf("room %d", i+1), sm.human, members...))
 	}
 	// A stamp costs a copy of the fake's event log, so reply sends are
 	// only stamped when the schedule interrupts (the one invariant that

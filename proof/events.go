@@ -172,6 +172,10 @@ func (s *sim) apply(ev Event) {
 		s.band.InjectSocket(fakeband.SocketFault{Event: ev.PushEvent, Nth: 1, Kind: socketFault(ev.Push), Delay: ev.Delay})
 	case Supersede:
 		s.supersede()
+	case Join:
+		if s.band.AddParticipant(s.rooms[s.room(ev.Room)].ID, s.agent.ID) == nil {
+			s.faults["room_joined"]++
+		}
 	}
 }
 

@@ -15,6 +15,10 @@ type RunConfig struct {
 	// Seed is the master seed. Random schedule i has seed Seed+i, so
 	// "-seed S+i -schedules 1" replays it alone.
 	Seed int64
+	// Seeds, if set, are the master seeds to run instead of Seed, each
+	// with Schedules random schedules: a receipt that holds for one seed
+	// can be luck.
+	Seeds []int64
 	// Schedules is how many random schedules to run.
 	Schedules int
 	// Exhaustive runs the exhaustive kill-point enumeration instead of
@@ -62,7 +66,10 @@ func Run(t *testing.T, cfg RunConfig) *Report {
 		agg, cov = runExhaustive(t, cfg)
 		rep.Exhaustive = &cov
 	} else {
-		agg = runAll(t, cfg, cfg.Schedules, func(i int) *Schedule { return Random(cfg.Seed+int64(i), cfg.Gen) })
+		seeds := cfg.masterSeeds()
+		agg = runAll(t, cfg, len(seeds)*cfg.Schedules, func(i int) *Schedule {
+			return Random(seeds[i/cfg.Schedules]+int64(i%cfg.Schedules), cfg.Gen)
+		})
 	}
 	rep.add(agg)
 	if agg.firstBad != nil {
@@ -70,6 +77,14 @@ func Run(t *testing.T, cfg RunConfig) *Report {
 	}
 	rep.finish(time.Since(start))
 	return rep
+}
+
+// masterSeeds are the master seeds a random run covers.
+func (cfg RunConfig) masterSeeds() []int64 {
+	if len(cfg.Seeds) > 0 {
+		return cfg.Seeds
+	}
+	return []int64{cfg.Seed}
 }
 
 // aggregate sums the results of many schedules; order does not matter,

@@ -26,7 +26,7 @@ func TestShellHoldsUnderRandomSchedules(t *testing.T) {
 		}
 	}
 	assert.Equal(t, n, rep.Schedules)
-	for _, kind := range []string{"kill_before_send", "kill_after_apply", "lost_response", "server_5xx", "stop", "interrupt"} {
+	for _, kind := range []string{"kill_before_send", "kill_after_apply", "lost_response", "server_5xx", "stop", "interrupt", "room_joined", "push_lost"} {
 		assert.Positive(t, rep.Faults[kind], "fault %s never fired", kind)
 	}
 }
@@ -129,4 +129,20 @@ func TestOracleDatesALatePushByItsOwnArrival(t *testing.T) {
 	assert.Nil(t, res.Violation)
 	assert.Equal(t, 2, res.Faults["push_late"])
 	assert.Equal(t, 1, res.Interrupted, "r2m4 was consumed by the interrupt, not lost")
+}
+
+// A room the agent joins during the run, whose room_added push is lost:
+// the Shell finds it by listing its rooms again.
+func TestShellFindsARoomWhosePushWasLost(t *testing.T) {
+	s := &Schedule{Seed: 9, Rooms: 2, Name: "room_added lost", Events: []Event{
+		{Kind: Say, Room: 0, Spec: MessageSpec{Label: "r1m1", Outcome: Reply}},
+		{At: 4, Kind: PushFault, PushEvent: "room_added", Push: PushLost},
+		{At: 4, Kind: Join, Room: 1},
+		{At: 5, Kind: Say, Room: 1, Spec: MessageSpec{Label: "r2m1", Outcome: Reply}},
+	}}
+	res := Simulate(t, s, Options{})
+	assert.Nil(t, res.Violation, "the new room's message must be answered")
+	assert.Equal(t, 2, res.Replies)
+	assert.Equal(t, 1, res.Faults["room_joined"])
+	assert.Equal(t, 1, res.Faults["push_lost"])
 }
