@@ -347,6 +347,18 @@ func (m *Message) Band() *band.Client {
 	return m.turn.r.s.client
 }
 
+// Me returns the agent the shell serves, as Band named it at start-up
+// (who am I), without a request.
+func (m *Message) Me() band.Agent {
+	if m.turn == nil {
+		return band.Agent{}
+	}
+	s := m.turn.r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return band.Agent{ID: s.me.ID, Name: s.me.Name, Handle: s.me.Handle}
+}
+
 // Participants lists the room's participants.
 func (m *Message) Participants(ctx context.Context) ([]band.Participant, error) {
 	if m.turn == nil {
