@@ -75,12 +75,12 @@ func New(cfg Config) (*Shell, error) {
 		Logger:        s.Logger,
 	})
 	client, err := band.New(band.Config{
-		APIKey: s.APIKey, BaseURL: s.baseURL.String(), HTTPClient: cfg.HTTPClient, RequestTimeout: s.RequestTimeout,
+		APIKey: s.apiKey.Value(), BaseURL: s.baseURL.String(), HTTPClient: cfg.HTTPClient, RequestTimeout: s.RequestTimeout,
 		Retry: band.RetryPolicy{
 			MaxAttempts: s.Retry.MaxAttempts, BaseDelay: s.Retry.BaseDelay, MaxDelay: s.Retry.MaxDelay,
 			MaxRetryAfter: s.Retry.MaxRetryAfter, Seed: seed + 3,
 		},
-		Logger: s.Logger,
+		Logger: s.Logger, InsecurePlaintext: s.InsecurePlaintext,
 	})
 	if err != nil {
 		return nil, err // withDefaults checked every field it reads
@@ -89,7 +89,7 @@ func New(cfg Config) (*Shell, error) {
 		client:     client,
 		cfg:        s,
 		jitterSeed: seed,
-		api:        wire.NewClient(s.baseURL.String(), s.APIKey, doer),
+		api:        wire.NewClient(s.baseURL.String(), s.apiKey.Value(), doer),
 		jitter:     core.NewJitter(seed + 1),
 		log:        s.Logger,
 		slots:      make(chan struct{}, s.MaxConcurrentRooms),

@@ -23,6 +23,8 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -30,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/band-once/bandonce/internal/keyguard"
 	"github.com/band-once/bandonce/internal/wire"
 )
 
@@ -55,8 +58,42 @@ type Config struct {
 	// Retry bounds the retries of transient failures. Its zero value is
 	// the default.
 	Retry RetryPolicy
-	// Logger receives one Debug record per retry. Nil discards them.
+	// Logger receives one Debug record per retry, with the key scrubbed
+	// from it. Nil discards them.
 	Logger *slog.Logger
+	// InsecurePlaintext accepts a plain http BaseURL to a host that is
+	// not loopback, where the key would cross the network in clear. False
+	// refuses it, as bandonce.Config does (docs/security.md).
+	InsecurePlaintext bool
+}
+
+// String, GoString, Format and LogValue show a Config with its APIKey
+// replaced by "[redacted]", so printing or logging one never shows the key.
+func (c Config) String() string { return c.redacted("%+v") }
+
+// GoString is the %#v form, with the APIKey redacted.
+func (c Config) GoString() string { return c.redacted("%#v") }
+
+// Format writes GoString for %#v and String for every other verb.
+func (c Config) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		_, _ = io.WriteString(f, c.GoString())
+		return
+	}
+	_, _ = io.WriteString(f, c.String())
+}
+
+// LogValue is String.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// printableConfig has Config's fields and none of its methods.
+type printableConfig Config
+
+func (c Config) redacted(format string) string {
+	if c.APIKey != "" {
+		c.APIKey = keyguard.Redacted
+	}
+	return strings.Replace(fmt.Sprintf(format, printableConfig(c)), "band.printableConfig{", "band.Config{", 1)
 }
 
 // RetryPolicy bounds the retries of transient failures with full-jitter
@@ -87,8 +124,13 @@ func New(cfg Config) (*Client, error) {
 		return nil, errors.New("band: Config.APIKey is required")
 	}
 	base, err := url.Parse(strings.TrimRight(cmp.Or(cfg.BaseURL, DefaultBaseURL), "/"))
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+	switch {
+	case err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "":
 		return nil, errors.New("band: Config.BaseURL: want an absolute http(s) URL")
+	case keyguard.KeyInURL(base):
+		return nil, errors.New("band: Config.BaseURL must not carry a credential: set APIKey, which is sent as a header and never shown")
+	case keyguard.InClear(base) && !cfg.InsecurePlaintext:
+		return nil, errors.New("band: Config.BaseURL: plain http to a host that is not loopback: the API key would cross the network in clear; use https, or set InsecurePlaintext to accept that")
 	}
 	p := cfg.Retry
 	switch {
@@ -109,10 +151,14 @@ func New(cfg Config) (*Client, error) {
 		_, _ = rand.Read(b[:])
 		p.Seed = binary.LittleEndian.Uint64(b[:])
 	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	rest, _ := wire.RequestClients(cfg.HTTPClient, cmp.Or(cfg.RequestTimeout, 30*time.Second))
 	doer := wire.NewRetryDoer(rest, wire.RetryOptions{
 		MaxAttempts: p.MaxAttempts, BaseDelay: p.BaseDelay, MaxDelay: p.MaxDelay,
-		MaxRetryAfter: p.MaxRetryAfter, Seed: p.Seed, Logger: cfg.Logger,
+		MaxRetryAfter: p.MaxRetryAfter, Seed: p.Seed, Logger: keyguard.Logger(logger, keyguard.New(cfg.APIKey)),
 	})
 	return &Client{api: wire.NewClient(base.String(), cfg.APIKey, doer)}, nil
 }

@@ -3,6 +3,8 @@ package band_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -73,7 +75,7 @@ func (d *roomDouble) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func newClient(t *testing.T, h http.Handler) *band.Client {
 	t.Helper()
-	c, err := band.New(band.Config{APIKey: "band_a_test", BaseURL: "http://band.test/api/v1", HTTPClient: memnet.Client(h)})
+	c, err := band.New(band.Config{APIKey: "band_a_test", BaseURL: "http://band.fake/api/v1", HTTPClient: memnet.Client(h)})
 	require.NoError(t, err)
 	return c
 }
@@ -136,8 +138,28 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"negative timeout":   {APIKey: "k", RequestTimeout: -1},
 		"negative attempts":  {APIKey: "k", Retry: band.RetryPolicy{MaxAttempts: -1}},
 		"base above the max": {APIKey: "k", Retry: band.RetryPolicy{BaseDelay: 10, MaxDelay: 5}},
+		"plaintext abroad":   {APIKey: "k", BaseURL: "http://band.example.com/api/v1"},
+		"key in the URL":     {APIKey: "k", BaseURL: "https://u:p@band.example.com/api/v1"},
 	} {
 		_, err := band.New(cfg)
 		assert.Error(t, err, name)
+	}
+	for _, ok := range []band.Config{
+		{APIKey: "k", BaseURL: "http://127.0.0.1:8080/api/v1"},
+		{APIKey: "k", BaseURL: "http://band.example.com/api/v1", InsecurePlaintext: true},
+	} {
+		_, err := band.New(ok)
+		assert.NoError(t, err, ok.BaseURL)
+	}
+}
+
+func TestPrintingAConfigShowsNoKey(t *testing.T) {
+	const key = "band_a_0123456789abcdef"
+	cfg := band.Config{APIKey: key, BaseURL: "https://band.example.com/api/v1"}
+	var logged strings.Builder
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "cfg", cfg)
+	for _, out := range []string{fmt.Sprint(cfg), fmt.Sprintf("%v %+v %#v %s", cfg, cfg, cfg, cfg), logged.String()} {
+		assert.NotContains(t, out, key)
+		assert.Contains(t, out, "[redacted]")
 	}
 }
