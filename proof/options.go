@@ -89,9 +89,10 @@ type Result struct {
 	// Messages, Replies and Requests are totals from the fake's ground
 	// truth; Lives is how many times the agent was started.
 	Messages, Replies, Requests, Lives int
-	// Posts are the agent's posts, by room (the schedule's room order),
-	// oldest first, as the fake stored them.
-	Posts [][]fakeband.Post
+	// Posts are the agent's posts, and Events its events, by room (the
+	// schedule's room order), oldest first, as the fake stored them.
+	Posts  [][]fakeband.Post
+	Events [][]fakeband.ChatEvent
 	// Effects counts the side effects the agent performed through
 	// External, by natural key; Starts lists its handler starts.
 	Effects map[string]int

@@ -100,6 +100,9 @@ func (s *sim) judge() Result {
 		Messages: len(s.messages), Lives: s.lives, Released: s.released, QuietAt: s.quietAt,
 		Posts: t.posts,
 	}
+	for _, r := range s.rooms {
+		res.Events = append(res.Events, s.band.ChatEvents(r.ID))
+	}
 	for _, ps := range t.posts {
 		res.Replies += len(ps)
 	}

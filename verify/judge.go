@@ -36,6 +36,9 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 	if v := effectKeysUnstable(o, landedKeys(res)); v != nil {
 		return v
 	}
+	if v := eventTwice(o, res); v != nil {
+		return v
+	}
 	return fromOracle(cfg, res)
 }
 

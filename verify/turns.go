@@ -39,8 +39,8 @@ type stepRecord struct {
 	room, msg, name string
 }
 
-// endpointEvent names POST /agent/chats/{id}/events, as the fake counts it.
-const endpointEvent = fakeband.Endpoint("event")
+// endpointEvent names POST /agent/chats/{id}/events.
+const endpointEvent = fakeband.EndpointEvent
 
 // eventPath reports a POST to a room's events.
 func eventPath(method string, parts []string) bool {
@@ -162,8 +162,8 @@ func effectAfterSignal(o *observation) *verdict {
 		return nil
 	}
 	return &verdict{"effect-after-signal", fmt.Sprintf(
-		"work went on %s: the turn of %s sent a %s (%q) after its context was cancelled (%s)",
-		cancelledBy(bad.cause), o.label(bad.msg), bad.kind, excerptOf(bad.content), causeName(bad.cause))}
+		"work went on %s: the turn of %s sent %s (%q) after its context was cancelled (%s)",
+		cancelledBy(bad.cause), o.label(bad.msg), article(bad.kind), excerptOf(bad.content), causeName(bad.cause))}
 }
 
 // effectWithoutKey: every message and event of a turn carries its dedup
@@ -179,8 +179,8 @@ func effectWithoutKey(o *observation) *verdict {
 				label = e.msg
 			}
 			return &verdict{"effect-without-key", fmt.Sprintf(
-				"the turn of %s sent a %s (%q) that carried no dedup key, so no guard can find it again after a redelivery",
-				label, e.kind, excerptOf(e.content))}
+				"the turn of %s sent %s (%q) that carried no dedup key, so no guard can find it again after a redelivery",
+				label, article(e.kind), excerptOf(e.content))}
 		}
 	}
 	return nil
@@ -236,8 +236,8 @@ func stepRanAgain(o *observation) *verdict {
 		s.name, o.label(s.msg))}
 }
 
-// landedKeys are the keys of the agent's posts in the fake's ground
-// truth, as room id and key.
+// landedKeys are the keys of the agent's posts and events in the fake's
+// ground truth, as room id and key.
 func landedKeys(res proof.Result) map[string]bool {
 	landed := map[string]bool{}
 	for _, posts := range res.Posts {
@@ -247,7 +247,50 @@ func landedKeys(res proof.Result) map[string]bool {
 			}
 		}
 	}
+	for _, events := range res.Events {
+		for _, e := range events {
+			if k := eventKey(e); k != "" {
+				landed[e.RoomID+"\x00"+k] = true
+			}
+		}
+	}
 	return landed
+}
+
+// eventKey reads the dedup key from a stored event's metadata.
+func eventKey(e fakeband.ChatEvent) string {
+	var meta struct {
+		Key string `json:"dedup_key"`
+	}
+	_ = json.Unmarshal(e.Metadata, &meta)
+	return meta.Key
+}
+
+// eventTwice: at most one event per dedup key and room, in the fake's
+// ground truth.
+func eventTwice(o *observation, res proof.Result) *verdict {
+	for room, events := range res.Events {
+		seen := map[string]int{}
+		for _, e := range events {
+			k := eventKey(e)
+			if k == "" {
+				continue
+			}
+			if seen[k]++; seen[k] == 2 {
+				return &verdict{"event-twice", fmt.Sprintf(
+					"a double post: room %d got the %s event with key %q twice (%q)", room+1, e.MessageType, k, excerptOf(e.Content))}
+			}
+		}
+	}
+	return nil
+}
+
+// article puts "a" or "an" before a noun.
+func article(noun string) string {
+	if noun != "" && strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
 }
 
 // excerptOf shortens a text for a reason.

@@ -191,14 +191,23 @@ var turnCatalogue = []broken{
 		return reply(m, ""), nil
 	}, bandonce.Config{Ledger: amnesiac{}}), nil, []string{"ran again after its result was recorded"}},
 	{"an event sent after an interrupt, with a client of its own", withEnv(func(ctx context.Context, env Env, m *bandonce.Message) (*bandonce.Reply, error) {
-		err := ExternalFrom(ctx).EffectOnce(ctx, "idem:"+m.ID, "work:"+m.ID)
-		// Whatever happened, report it: even after an interrupt or a stop.
-		rawEvent(ctx, env, m.RoomID, "tool_result", "work finished for "+m.Body(), "result:"+m.ID)
-		if err != nil {
+		if err := ExternalFrom(ctx).EffectOnce(ctx, "idem:"+m.ID, "work:"+m.ID); err != nil {
+			if ctx.Err() != nil {
+				// Report the cancellation to the room: the shell would
+				// refuse, so it goes around it.
+				rawEvent(ctx, env, m.RoomID, "error", "cancelled: "+m.Body(), "cancelled:"+m.ID)
+			}
 			return nil, err
 		}
 		return reply(m, ""), nil
 	}), nil, []string{"work went on after an interrupt", "work went on in a stopped room"}},
+	{"an event keyed but posted around the guard", withEnv(func(ctx context.Context, env Env, m *bandonce.Message) (*bandonce.Reply, error) {
+		rawEvent(ctx, env, m.RoomID, "task", "task opened for "+m.Body(), "task:"+m.ID)
+		if err := failOnce(m); err != nil {
+			return nil, err
+		}
+		return reply(m, ""), nil
+	}), nil, []string{"a double post"}},
 	{"a progress event without a dedup key", withEnv(func(ctx context.Context, env Env, m *bandonce.Message) (*bandonce.Reply, error) {
 		rawEvent(ctx, env, m.RoomID, "thought", "thinking about "+m.Body(), "")
 		if err := failOnce(m); err != nil {
