@@ -2,6 +2,7 @@ package bandonce_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -46,10 +47,13 @@ func (c *charges) snapshot() map[string]int {
 	return out
 }
 
-// turnHandler sends two messages, takes a journaled step between them,
-// and returns the final reply.
+// turnHandler posts an event, sends two messages, takes a journaled step
+// between them, and returns the final reply.
 func turnHandler(pay *charges) bandonce.Handler {
 	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if err := m.Event(ctx, bandonce.Event{Type: bandonce.EventThought, Content: "a refund it is"}); err != nil {
+			return nil, err
+		}
 		if err := m.Send(ctx, bandonce.Reply{Content: "looking into it", Mentions: []string{m.SenderID}}); err != nil {
 			return nil, err
 		}
@@ -91,6 +95,39 @@ func TestATurnSendsEachMessageOnceAndTheReplyLast(t *testing.T) {
 		reqs := w.band.Requests()
 		assert.Zero(t, reqs[fakeband.EndpointContext], "a first delivery reads no room")
 		assert.Equal(t, 3, reqs[fakeband.EndpointPost])
+		assert.Equal(t, map[string]int{bandonce.DefaultKey(id) + ":event:1": 1}, eventKeys(t, w, room))
+	})
+}
+
+// eventKeys counts the agent's events in a room by the dedup key in
+// their metadata.
+func eventKeys(t *testing.T, w *world, room fakeband.Room) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, e := range w.band.ChatEvents(room.ID) {
+		var meta map[string]any
+		require.NoError(t, json.Unmarshal(e.Metadata, &meta))
+		key, _ := meta["dedup_key"].(string)
+		out[key]++
+	}
+	return out
+}
+
+// A lost answer to an event's POST: the shell reads the room, finds the
+// event by the key in its metadata, and does not post it again.
+func TestAnEventWhoseAnswerWasLostIsNotPostedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "refund order 17")
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.LoseResponse})
+		stop := w.start(w.config(turnHandler(&charges{})))
+		settle(10 * time.Second)
+		require.NoError(t, stop())
+		assert.Equal(t, map[string]int{bandonce.DefaultKey(id) + ":event:1": 1}, eventKeys(t, w, room))
+		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointEvent], "never re-sent blind")
+		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointContext], "one room read settled it")
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
 	})
 }
 
@@ -106,7 +143,7 @@ func TestCrashAtEveryRequestBoundaryOfATurn(t *testing.T) {
 			w.say(w.rooms[0], "refund order 17")
 			total = runConfigWithKill(t, w, w.config(turnHandler(&charges{})), -1, false)
 		})
-		require.GreaterOrEqual(t, total, 8, "me, chats, next, processing, 3 posts, processed")
+		require.GreaterOrEqual(t, total, 9, "me, chats, next, processing, an event, 3 posts, processed")
 		for at := 1; at <= total; at++ {
 			for _, after := range []bool{false, true} {
 				t.Run(fmt.Sprintf("durable=%v request %d after=%v", durable, at, after), func(t *testing.T) {
@@ -132,6 +169,7 @@ func TestCrashAtEveryRequestBoundaryOfATurn(t *testing.T) {
 							assert.Equal(t, 1, w.repliesTo(room, key), key)
 						}
 						assert.Len(t, w.replies(room), 3)
+						assert.Equal(t, map[string]int{bandonce.DefaultKey(id) + ":event:1": 1}, eventKeys(t, w, room))
 						assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
 						calls := pay.snapshot()
 						assert.Len(t, calls, 1, "one idempotency key for the step at every delivery")
