@@ -135,7 +135,8 @@ func (k *killProxy) requests() []string {
 type agentProc struct {
 	cmd            *exec.Cmd
 	stdout, stderr syncBuffer
-	done           chan error
+	done           chan struct{} // closed once the process has exited
+	err            error         // Wait's answer, once done is closed
 }
 
 // syncBuffer is a bytes.Buffer the process's output copier and the test
@@ -159,27 +160,41 @@ func (s *syncBuffer) String() string {
 
 func startAgent(t *testing.T, bin string, env []string) *agentProc {
 	t.Helper()
-	p := &agentProc{done: make(chan error, 1)}
+	p := &agentProc{done: make(chan struct{})}
 	p.cmd = exec.Command(bin)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	require.NoError(t, p.cmd.Start())
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(p.sigkill)
 	return p
 }
 
-// sigkill kills the process and waits for it, once.
-func (p *agentProc) sigkill() {
-	if p.cmd.ProcessState == nil {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
+func (p *agentProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
 	}
+}
+
+// sigkill kills the process, unless it already exited, and waits for it.
+func (p *agentProc) sigkill() {
+	if !p.exited() {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.done
+}
+
+// stop sends SIGTERM and returns how the process exited.
+func (p *agentProc) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+	return p.err
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -233,13 +248,12 @@ func runTurn(t *testing.T, bin string, at int, after bool, ledger string) *turnR
 	proxy.kill = p.sigkill
 	proxy.mu.Unlock()
 	if at > 0 {
-		eventually(t, "the kill", func() bool { return p.cmd.ProcessState != nil })
+		eventually(t, "the kill", p.exited)
 		p = startAgent(t, bin, env) // the restart
 	}
 	eventually(t, "the agent serving", func() bool { return strings.Contains(p.stdout.String(), "tools: serving") })
 	eventually(t, "the message processed", func() bool { return fb.Status(agent.ID, msg) == fakeband.StatusProcessed })
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, <-p.done, "SIGTERM exits 0; stderr: %s", p.stderr.String())
+	require.NoError(t, p.stop(), "SIGTERM exits 0; stderr: %s", p.stderr.String())
 	assert.Empty(t, p.stderr.String(), "nothing on stderr unless asked")
 	return &turnRun{band: fb, agent: agent, room: room, msg: msg, payments: payments, proxy: proxy}
 }
