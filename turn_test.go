@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -47,9 +48,25 @@ func (c *charges) snapshot() map[string]int {
 	return out
 }
 
+// aliveCharges is the payment API as one life of the process reaches it:
+// a dead process charges nothing.
+type aliveCharges struct {
+	*charges
+	dead func() bool
+}
+
+func (a aliveCharges) charge(ctx context.Context, key string) ([]byte, error) {
+	if a.dead() {
+		return nil, errKilled
+	}
+	return a.charges.charge(ctx, key)
+}
+
 // turnHandler posts an event, sends two messages, takes a journaled step
 // between them, and returns the final reply.
-func turnHandler(pay *charges) bandonce.Handler {
+func turnHandler(pay interface {
+	charge(context.Context, string) ([]byte, error)
+}) bandonce.Handler {
 	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		if err := m.Event(ctx, bandonce.Event{Type: bandonce.EventThought, Content: "a refund it is"}); err != nil {
 			return nil, err
@@ -270,44 +287,66 @@ func TestStepKeysAreStableAndErrorsRecordNothing(t *testing.T) {
 	})
 }
 
-// An interrupt while the handler works between two sends: the first is
-// in the room, the second sends nothing and returns ErrInterrupted, the
-// step after it never runs, and the message is consumed.
-func TestASendAfterAnInterruptSendsNothing(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, 1)
-		room := w.rooms[0]
-		id := w.say(room, "long task")
-		var sendErr error
-		stepRan := false
-		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-			if err := m.Send(ctx, bandonce.Reply{Content: "starting", Mentions: []string{m.SenderID}}); err != nil {
-				return nil, err
-			}
-			select {
-			case <-time.After(time.Minute):
-			case <-ctx.Done():
-			}
-			// A careless handler goes on: the shell must not.
-			sendErr = m.Send(context.WithoutCancel(ctx), bandonce.Reply{Content: "halfway", Mentions: []string{m.SenderID}})
-			_, _ = m.Step(context.WithoutCancel(ctx), "charge", func(context.Context, string) ([]byte, error) {
-				stepRan = true
-				return nil, nil
-			})
-			return nil, sendErr
-		}
-		stop := w.start(w.socketConfig(h))
-		time.Sleep(2 * time.Second)
-		require.NoError(t, w.band.Interrupt(w.agent.ID, ""))
-		settle(10 * time.Second)
-		require.NoError(t, stop())
+// An interrupt or a stop while the handler works between two sends: the
+// first is in the room, the second sends nothing and returns the cause,
+// and the step after it never runs. An interrupt consumes the message; a
+// stop leaves it for replay.
+func TestASendAfterAnInterruptOrAStopSendsNothing(t *testing.T) {
+	for _, c := range []struct {
+		signal string
+		cause  error
+		status string
+	}{{"interrupt", bandonce.ErrInterrupted, "processed"}, {"stop", bandonce.ErrStopped, "processing"}} {
+		t.Run(c.signal, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(t, 1)
+				room := w.rooms[0]
+				id := w.say(room, "long task")
+				var mu sync.Mutex
+				var sendErr, eventErr error
+				stepRan := false
+				h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+					if err := m.Send(ctx, bandonce.Reply{Content: "starting", Mentions: []string{m.SenderID}}); err != nil {
+						return nil, err
+					}
+					select {
+					case <-time.After(time.Minute):
+					case <-ctx.Done():
+					}
+					// A careless handler goes on: the shell must not.
+					detached := context.WithoutCancel(ctx)
+					mu.Lock()
+					defer mu.Unlock()
+					sendErr = m.Send(detached, bandonce.Reply{Content: "halfway", Mentions: []string{m.SenderID}})
+					eventErr = m.Event(detached, bandonce.Event{Type: bandonce.EventThought, Content: "still going"})
+					_, _ = m.Step(detached, "charge", func(context.Context, string) ([]byte, error) {
+						stepRan = true
+						return nil, nil
+					})
+					return nil, sendErr
+				}
+				stop := w.start(w.socketConfig(h))
+				time.Sleep(2 * time.Second)
+				if c.signal == "interrupt" {
+					require.NoError(t, w.band.Interrupt(w.agent.ID, ""))
+				} else {
+					require.NoError(t, w.band.StopRoom(room.ID))
+				}
+				settle(10 * time.Second)
+				require.NoError(t, stop())
 
-		assert.ErrorIs(t, sendErr, bandonce.ErrInterrupted)
-		assert.False(t, stepRan, "no step after the interrupt")
-		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)+":send:1"))
-		assert.Len(t, w.replies(room), 1, "only the send made before the interrupt")
-		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id), "consumed")
-	})
+				mu.Lock()
+				defer mu.Unlock()
+				assert.ErrorIs(t, sendErr, c.cause)
+				assert.ErrorIs(t, eventErr, c.cause)
+				assert.False(t, stepRan, "no step after the signal")
+				assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)+":send:1"))
+				assert.Len(t, w.replies(room), 1, "only the send made before the signal")
+				assert.Empty(t, w.band.ChatEvents(room.ID))
+				assert.Equal(t, c.status, w.band.Status(w.agent.ID, id))
+			})
+		})
+	}
 }
 
 // A stop makes Band refuse posts: a send learns it from the 403 even when
@@ -409,4 +448,92 @@ func TestBadEffectsAreRejectedBeforeAnyRequest(t *testing.T) {
 		}
 		assert.Zero(t, w.band.Requests()[fakeband.EndpointPost])
 	})
+}
+
+func (d *dyingLedger) isDead() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dead
+}
+
+func (d *dyingLedger) SetStep(ctx context.Context, room, id, name string, result []byte) error {
+	return d.write(func() error { return d.Ledger.SetStep(ctx, room, id, name, result) })
+}
+
+// A crash at every write the durable ledger takes during a turn (each
+// effect's intent and outcome, the step's record, the ack), before and
+// after the write is durable, then a restart: every effect once, the
+// message processed, and the step's fn called again only when the crash
+// came between its effect and its durable record, with the same key.
+func TestCrashAtEveryLedgerWriteOfATurn(t *testing.T) {
+	const stepWrite = 5 // event intent, accepted; send intent, accepted; then the step
+	var writes int
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		w.say(w.rooms[0], "refund order 17")
+		path := filepath.Join(t.TempDir(), "count.ledger")
+		ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+		require.NoError(t, err)
+		defer ledger.Close()
+		counter := &dyingLedger{Ledger: ledger, at: -1, kill: func() {}}
+		cfg := w.config(turnHandler(&charges{}))
+		cfg.Ledger = counter
+		runConfigWithKill(t, w, cfg, -1, false)
+		writes = counter.n
+	})
+	require.GreaterOrEqual(t, writes, 11, "3 effects x (intent, outcome), the reply's 2, the step, ack-pending, done")
+	for at := 1; at <= writes; at++ {
+		for _, after := range []bool{false, true} {
+			t.Run(fmt.Sprintf("write %d, after=%v", at, after), func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "agent.ledger")
+				synctest.Test(t, func(t *testing.T) {
+					w := newWorld(t, 1)
+					room := w.rooms[0]
+					id := w.say(room, "refund order 17")
+					pay := &charges{}
+
+					ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+					require.NoError(t, err)
+					ks := &killSwitch{next: w.band.HTTPClient().Transport, at: -1}
+					dying := &dyingLedger{Ledger: ledger, at: at, after: after, kill: ks.killNow}
+					cfg := w.config(turnHandler(aliveCharges{pay, dying.isDead}))
+					cfg.Ledger = dying
+					cfg.HTTPClient = &http.Client{Transport: ks}
+					s, err := bandonce.New(cfg)
+					require.NoError(t, err)
+					ctx, cancel := contextWithCancel()
+					ks.kill = cancel
+					done := make(chan error, 1)
+					go func() { done <- s.Run(ctx) }()
+					time.Sleep(20 * time.Second)
+					cancel()
+					<-done
+					require.NoError(t, ledger.Close())
+					require.True(t, dying.dead, "the crash happened")
+
+					ledger, err = boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+					require.NoError(t, err)
+					cfg = w.config(turnHandler(pay))
+					cfg.Ledger = ledger
+					runConfigWithKill(t, w, cfg, -1, false)
+					require.NoError(t, ledger.Close())
+
+					for _, key := range turnKeys(id) {
+						assert.Equal(t, 1, w.repliesTo(room, key), key)
+					}
+					assert.Equal(t, map[string]int{bandonce.DefaultKey(id) + ":event:1": 1}, eventKeys(t, w, room))
+					assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+					calls := pay.snapshot()
+					require.Len(t, calls, 1, "one idempotency key")
+					want := 1
+					if at == stepWrite && !after {
+						want = 2 // the charge happened, its record did not
+					}
+					for _, n := range calls {
+						assert.Equal(t, want, n, "calls of the step's fn")
+					}
+				})
+			})
+		}
+	}
 }
