@@ -26,7 +26,8 @@ const (
 // Leave cfg.Ledger nil, so every life gets a fresh MemoryLedger: a Ledger
 // set in cfg would be shared by every life of every schedule (and by the
 // re-runs that shrink a violation), so one schedule's records would leak
-// into the next.
+// into the next. The adapter watches the ledger's step records, to judge
+// that no step runs again after its result was recorded.
 // Every handler call gets the life's External through its context (see
 // ExternalFrom). The adapter records each call, through External.Started
 // and for the verifier's judgement of handlers that do not honour their
