@@ -75,9 +75,9 @@ func TestAdminSetupListsTheCastWithKeys(t *testing.T) {
 	f := newAdminFixture(t)
 	status, setup := f.admin(t, http.MethodGet, "/setup", nil)
 	require.Equal(t, http.StatusOK, status)
-	assert.Equal(t, "http://band.fake/api/v1", setup["rest_url"])
-	assert.Equal(t, "ws://band.fake/api/v1/socket/websocket", setup["socket_url"])
-	assert.Equal(t, "http://band.fake/_admin", setup["admin_url"])
+	assert.Equal(t, "http://band.localhost/api/v1", setup["rest_url"])
+	assert.Equal(t, "ws://band.localhost/api/v1/socket/websocket", setup["socket_url"])
+	assert.Equal(t, "http://band.localhost/_admin", setup["admin_url"])
 	owner := setup["owner"].(map[string]any)
 	assert.Equal(t, f.b.Owner().Key, owner["api_key"])
 

@@ -73,14 +73,11 @@ func origin(u *url.URL) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
 }
 
-// InProcessHost is the host name of the fake Band's in-memory transport
-// (fakeband.Host): requests to it never leave the process, so they cannot
-// cross a network in clear.
-const InProcessHost = "band.fake"
-
 // InClear reports whether a request to u would carry the key across a
 // network unencrypted: a plain http or ws URL whose host is not a loopback
-// address (127.0.0.0/8, ::1, localhost) or InProcessHost.
+// address (127.0.0.0/8, ::1) or a loopback name (localhost and the names
+// under it, which RFC 6761 reserves for loopback; the fake Band's
+// in-memory host is one).
 func InClear(u *url.URL) bool {
 	switch strings.ToLower(u.Scheme) {
 	case "http", "ws":
@@ -91,7 +88,7 @@ func InClear(u *url.URL) bool {
 
 func local(host string) bool {
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" || host == InProcessHost {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true
 	}
 	ip, err := netip.ParseAddr(host)
