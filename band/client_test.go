@@ -75,7 +75,7 @@ func (d *roomDouble) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func newClient(t *testing.T, h http.Handler) *band.Client {
 	t.Helper()
-	c, err := band.New(band.Config{APIKey: "band_a_test", BaseURL: "http://band.fake/api/v1", HTTPClient: memnet.Client(h)})
+	c, err := band.New(band.Config{APIKey: "band_a_test", BaseURL: "http://band.localhost/api/v1", HTTPClient: memnet.Client(h)})
 	require.NoError(t, err)
 	return c
 }
