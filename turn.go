@@ -338,8 +338,9 @@ func (t *turn) idempotencyKey(name string) string {
 }
 
 // Band returns the shell's client for Band's room tools, for calls this
-// Message has no shortcut for. Its calls are not guarded: what they change
-// can happen again on a redelivery.
+// Message has no shortcut for (nil for a Message the shell did not
+// deliver). Its calls are not guarded: what they change can happen again
+// on a redelivery.
 func (m *Message) Band() *band.Client {
 	if m.turn == nil {
 		return nil
