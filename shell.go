@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/band-once/bandonce/band"
 	"github.com/band-once/bandonce/internal/core"
 	"github.com/band-once/bandonce/internal/phoenix"
 	"github.com/band-once/bandonce/internal/wire"
@@ -23,6 +24,7 @@ import (
 type Shell struct {
 	cfg    settings
 	api    *wire.Client
+	client *band.Client // the room tools, for handlers and Client
 	jitter *core.Jitter
 	log    *slog.Logger
 
@@ -72,7 +74,20 @@ func New(cfg Config) (*Shell, error) {
 		Seed:          seed,
 		Logger:        s.Logger,
 	})
+	client, err := band.New(band.Config{
+		// The shell's own REST client: the room tools share its request budget.
+		APIKey: s.apiKey.Value(), BaseURL: s.baseURL.String(), HTTPClient: s.HTTPClient, RequestTimeout: s.RequestTimeout,
+		Retry: band.RetryPolicy{
+			MaxAttempts: s.Retry.MaxAttempts, BaseDelay: s.Retry.BaseDelay, MaxDelay: s.Retry.MaxDelay,
+			MaxRetryAfter: s.Retry.MaxRetryAfter, Seed: seed + 3,
+		},
+		Logger: s.Logger, InsecurePlaintext: s.InsecurePlaintext,
+	})
+	if err != nil {
+		return nil, err // withDefaults checked every field it reads
+	}
 	return &Shell{
+		client:     client,
 		cfg:        s,
 		jitterSeed: seed,
 		api:        wire.NewClient(s.baseURL.String(), s.apiKey.Value(), doer),
@@ -82,6 +97,10 @@ func New(cfg Config) (*Shell, error) {
 		rooms:      make(map[string]*room),
 	}, nil
 }
+
+// Client returns a client for Band's room tools built from the shell's
+// Config, for use outside handlers (inside one, Message has them).
+func (s *Shell) Client() *band.Client { return s.client }
 
 // ErrAlreadyRunning is returned by a second concurrent call to Run.
 var ErrAlreadyRunning = errors.New("bandonce: Run already in progress")

@@ -47,6 +47,15 @@
 // soon after its context ends; a message whose reply was posted is never
 // then marked failed; a superseded instance stops and sends nothing more.
 //
+// A turn's other effects are judged too (bandonce.Message.Send, Event and
+// Step): every message and event at most once per key and room, each
+// carrying its key, the same effect under the same key at every delivery,
+// none sent after an interrupt or in a stopped room, and no step's fn run
+// again after its result was recorded. External.EffectOnce is the double
+// of an API that honours idempotency keys, such as the one Step hands its
+// fn: one unit of work performed under two idempotency keys is named as a
+// key that is not stable across deliveries.
+//
 // # The agent model
 //
 // An Agent runs one life until its context ends, with an Env: an

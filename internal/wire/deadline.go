@@ -1,12 +1,10 @@
-package bandonce
+package wire
 
 import (
 	"context"
 	"io"
 	"net/http"
 	"time"
-
-	"github.com/band-once/bandonce/internal/wire"
 )
 
 // deadlineTransport bounds each request (each retry attempt) with a
@@ -42,18 +40,23 @@ func (b *cancelOnClose) Close() error {
 	return err
 }
 
-// requestClients returns the client for REST calls, each passing the
+// RequestClients returns the client for REST calls, each passing the
 // limiter and then bounded by timeout (unless the caller's client has a
 // Timeout of its own, which then bounds the wait for the limiter too), and
 // the client for the socket's upgrade, which must not be bounded: the
-// connection it opens lives on.
-func requestClients(base *http.Client, timeout time.Duration, limiter *wire.Limiter) (rest, socket *http.Client) {
+// connection it opens lives on. A client made here already (its
+// transport passes a Limiter) is returned as it is, so a second client
+// built from the first shares its budget.
+func RequestClients(base *http.Client, timeout time.Duration, limiter *Limiter) (rest, socket *http.Client) {
 	if base == nil {
 		base = &http.Client{}
 	}
 	socket = new(http.Client)
 	*socket = *base
 	socket.Timeout = 0
+	if _, made := base.Transport.(*LimitedTransport); made {
+		return base, socket
+	}
 	next := base.Transport
 	if next == nil {
 		next = http.DefaultTransport
@@ -63,6 +66,6 @@ func requestClients(base *http.Client, timeout time.Duration, limiter *wire.Limi
 	}
 	rest = new(http.Client)
 	*rest = *base
-	rest.Transport = &wire.LimitedTransport{Next: next, Limiter: limiter}
+	rest.Transport = &LimitedTransport{Next: next, Limiter: limiter}
 	return rest, socket
 }
