@@ -143,7 +143,13 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 			r.s.log.Error("bandonce: ledger write failed; not sending", "room", r.id, "key", e.key, "err", err)
 			return false, &sendFailure{kind: failLater, keep: true, err: err}
 		}
-		err := r.post1(ctx, e)
+		// The POST may wait for the shell's request budget: a signal that
+		// arrives meanwhile still withdraws it, up to the moment it leaves.
+		err := r.post1(wire.WithStartCheck(ctx, func() error { return gate(true) }), e)
+		var notSent *wire.NotSentError
+		if errors.As(err, &notSent) {
+			return false, &sendFailure{kind: failAborted, err: notSent.Err}
+		}
 		if err == nil {
 			r.guard.add(e.key)
 			r.setKey(ctx, e.key, KeyAccepted)
