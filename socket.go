@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/band-once/bandonce/internal/phoenix"
@@ -37,6 +38,18 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 		OnDisconnected: func(err error) {
 			s.socketUp.Store(false)
 			s.log.Info("bandonce: socket disconnected; polling until it is back", "err", err)
+		},
+		OnJoined: func(topic string) {
+			// A message said before the room's topic was joined was
+			// pushed to nobody: look at /next once the pushes flow.
+			if id, ok := strings.CutPrefix(topic, "chat_room:"); ok {
+				s.mu.Lock()
+				r := s.rooms[id]
+				s.mu.Unlock()
+				if r != nil {
+					r.ctl.requestProbe()
+				}
+			}
 		},
 		OnJoinError: func(topic string, response json.RawMessage) {
 			s.log.Warn("bandonce: Band refused a socket topic", "topic", topic, "response", string(response))
