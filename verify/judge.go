@@ -23,8 +23,12 @@ type verdict struct {
 }
 
 // judge decides one run: the verifier's own checks first, since they name
-// the defect most precisely, then the engine's oracle.
+// the defect most precisely (a post Band refused before all), then the
+// engine's oracle.
 func judge(cfg *config, res proof.Result, o *observation) *verdict {
+	if v := rejectedByBand(o); v != nil {
+		return v
+	}
 	for _, check := range []func(*observation) *verdict{
 		failedAfterReply, keyChanged, missingMarker, keyShared, effectTwice,
 		workAfterCancel, effectAfterSignal, effectWithoutKey, stepRanAgain, handlerHung, callHung, supersedeBroken,

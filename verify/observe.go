@@ -40,6 +40,8 @@ type observation struct {
 	// failedAfterReply are messages a life marked failed after it saw their
 	// reply posted.
 	failedAfterReply []string
+	// rejections are the posts Band refused (see rejected.go).
+	rejections []rejection
 	// handlers are the Shell adapter's handler calls.
 	handlers []*handlerCall
 	// instances are the supersede check's instances, by life.
@@ -173,6 +175,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		o.mu.Unlock()
 	}
 	resp, err := r.inner.RoundTrip(req)
+	r.noteRejection(req, room, resp, err)
 	o.mu.Lock()
 	o.completed++
 	if ep == fakeband.EndpointPost && msg != "" && err == nil && resp.StatusCode/100 == 2 {
