@@ -12,7 +12,7 @@ type procEntry struct{ pid, ppid, pgid int }
 
 func configure(*exec.Cmd, Options) error    { return ErrUnsupported }
 func signalGroup(int, syscall.Signal) error { return ErrUnsupported }
-func killTree(int, []procEntry)             {}
+func killTree(int, []procEntry) []int       { return nil }
 func descendants(int) []procEntry           { return nil }
 
 // Alive cannot tell off Unix; it returns nil.

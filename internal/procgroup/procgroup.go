@@ -130,12 +130,22 @@ func (p *Process) Kill() {
 		known = append(known, e)
 	}
 	p.mu.Unlock()
-	killTree(p.Pid(), known)
+	killed := killTree(p.Pid(), known)
 	<-p.done
 	// A descendant forked while the tree was being walked is now either
 	// in the group or an orphan; a second pass finds it in the group.
 	_ = signalGroup(p.Pid(), syscall.SIGKILL)
+	// A SIGKILL is delivered asynchronously: wait, briefly, until the
+	// processes it was sent to are gone, so that Kill returning means
+	// they are.
+	deadline := time.Now().Add(killSettle)
+	for len(Alive(killed)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 }
+
+// killSettle bounds Kill's wait for the processes it killed to be gone.
+const killSettle = 500 * time.Millisecond
 
 // track remembers the leader's descendants as they are now. Once the
 // leader has exited its orphans are re-parented and no walk from it can

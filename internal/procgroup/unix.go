@@ -40,7 +40,7 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 // rest are killed. A known descendant is only killed if its pid still
 // names a process in the group it was seen in, so a pid reused by an
 // unrelated process is left alone.
-func killTree(pid int, known []procEntry) {
+func killTree(pid int, known []procEntry) (killed []int) {
 	tree := descendants(pid)
 	_ = signalGroup(pid, syscall.SIGKILL)
 	for _, d := range known {
@@ -53,5 +53,7 @@ func killTree(pid int, known []procEntry) {
 			_ = signalGroup(d.pgid, syscall.SIGKILL)
 		}
 		_ = syscall.Kill(d.pid, syscall.SIGKILL)
+		killed = append(killed, d.pid)
 	}
+	return killed
 }

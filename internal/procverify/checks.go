@@ -264,9 +264,10 @@ var heldAt = []fakeband.Endpoint{fakeband.EndpointProcessing, fakeband.EndpointP
 
 // signal draws an interrupt or a stop: mostly held at a request boundary,
 // sometimes timed, when it only excuses what it may have cut short.
-func (b *builder) signal(kind Kind, rooms int) Event {
+func (b *builder) signal(kind Kind, rooms, waiting int) Event {
 	if b.r.IntN(4) > 0 {
-		return Event{Kind: kind, Endpoint: heldAt[b.r.IntN(len(heldAt))], Skip: b.skip()}
+		// Held at one of the claims of the messages in hand.
+		return Event{Kind: kind, Endpoint: heldAt[b.r.IntN(len(heldAt))], Skip: b.r.IntN(max(waiting, 1))}
 	}
 	return Event{Kind: kind, Room: b.r.IntN(rooms), After: b.duration(0, 100*time.Millisecond)}
 }
@@ -297,7 +298,7 @@ func (b *builder) controlled(kind Kind) *Schedule {
 	// The signal comes first, while the waiting messages are in hand;
 	// messages said later (while the room is stopped, perhaps) and the
 	// plays follow.
-	events := append(waiting, b.signal(kind, rooms))
+	events := append(waiting, b.signal(kind, rooms, len(waiting)))
 	return b.schedule(rooms, b.weave(events, later, plays))
 }
 
@@ -330,9 +331,9 @@ func (b *builder) storm() *Schedule {
 		case x < 60:
 			faults = append(faults, b.duplicates()[0])
 		case x < 70:
-			faults = append(faults, b.signal(Interrupt, rooms))
+			faults = append(faults, b.signal(Interrupt, rooms, 1))
 		case x < 82:
-			faults = append(faults, b.signal(Stop, rooms))
+			faults = append(faults, b.signal(Stop, rooms, 1))
 			faults = append(faults, b.plays(rooms)...)
 		case x < 92:
 			faults = append(faults, Event{Kind: DropSocket, After: b.duration(0, 300*time.Millisecond)})

@@ -162,6 +162,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
+// RunSchedules runs hand-made schedules, after the preflight, and returns
+// their results in order. Violations are not shrunk.
+func RunSchedules(ctx context.Context, cfg Config, scheds []*Schedule) ([]Result, error) {
+	s, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := preflight(ctx, s); err != nil {
+		return nil, err
+	}
+	results := runAll(ctx, s, scheds, s.Progress)
+	if ctx.Err() != nil {
+		return nil, &RunError{Kind: ErrInterrupted}
+	}
+	return results, nil
+}
+
 // schedules draws every schedule of the run, and says which checks it
 // left out.
 func (s *settings) schedules() ([]*Schedule, []string) {
