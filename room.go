@@ -58,6 +58,7 @@ func newRoom(s *Shell, id string) *room {
 // gone; a handler in flight is bounded by hard.
 func (r *room) run(fetch, hard context.Context) {
 	defer r.s.dropRoom(r)
+	defer r.oneShot(func(d *drainTracker) { d.gone(r) })
 	for fetch.Err() == nil {
 		wait := r.drain(fetch, hard)
 		if r.gone || fetch.Err() != nil {
@@ -89,9 +90,11 @@ func (r *room) drain(fetch, hard context.Context) time.Duration {
 			r.errStreak = 0
 		case stepIdle:
 			r.errStreak = 0
+			r.oneShot(func(d *drainTracker) { d.idle(r, false) })
 			return r.s.idleWait()
 		case stepBackoff:
 			r.errStreak++
+			r.oneShot(func(d *drainTracker) { d.busy(r) })
 			return r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, r.errStreak)
 		case stepStopped:
 			// Play wakes the room; a probe now and then covers a play
@@ -101,6 +104,9 @@ func (r *room) drain(fetch, hard context.Context) time.Duration {
 				r.s.log.Info("bandonce: room stopped; waiting for play", "room", r.id)
 			}
 			r.stopAnnounced = wait > 0
+			if wait > 0 {
+				r.oneShot(func(d *drainTracker) { d.idle(r, true) })
+			}
 			return wait
 		case stepGone:
 			r.gone = true
@@ -138,6 +144,7 @@ func (r *room) round(fetch, hard context.Context) step {
 		}
 		return stepIdle
 	}
+	r.oneShot(func(d *drainTracker) { d.busy(r) })
 	if probe {
 		// A served message proves the platform's gate is open again: the
 		// play that opened it was lost.
@@ -170,6 +177,16 @@ func (r *room) failed(what string, err error) step {
 	return stepBackoff
 }
 
+// oneShot tells a Drain run's tracker about the room, if one is running.
+func (r *room) oneShot(tell func(*drainTracker)) {
+	r.s.mu.Lock()
+	d := r.s.oneShot
+	r.s.mu.Unlock()
+	if d != nil {
+		tell(d)
+	}
+}
+
 // idleWait is how long an idle room sleeps before asking /next again:
 // pushes wake it while the socket is up, so then it only resyncs slowly.
 func (s *Shell) idleWait() time.Duration {
@@ -187,6 +204,12 @@ func (s *Shell) markCtx(ctx context.Context) (context.Context, context.CancelFun
 }
 
 func (s *Shell) emit(o Outcome) {
+	s.mu.Lock()
+	d := s.oneShot
+	s.mu.Unlock()
+	if d != nil {
+		d.count(o.Kind)
+	}
 	if o.Kind == DeadLettered && s.cfg.Hooks.DeadLetter != nil {
 		s.cfg.Hooks.DeadLetter(o)
 	}

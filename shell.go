@@ -42,6 +42,7 @@ type Shell struct {
 	fatal        context.CancelCauseFunc // ends Run with an error
 	work         sync.WaitGroup          // room goroutines
 	run          runContexts
+	oneShot      *drainTracker // set while Drain runs
 }
 
 // runContexts are the two lifetimes of one Run: fetching stops when fetch
@@ -74,7 +75,7 @@ func New(cfg Config) (*Shell, error) {
 	return &Shell{
 		cfg:        s,
 		jitterSeed: seed,
-		api:        wire.NewClient(s.baseURL.String(), s.APIKey, doer),
+		api:        wire.NewClient(s.baseURL.String(), s.apiKey.Value(), doer),
 		jitter:     core.NewJitter(seed + 1),
 		log:        s.Logger,
 		slots:      make(chan struct{}, s.MaxConcurrentRooms),
@@ -91,7 +92,10 @@ var ErrAlreadyRunning = errors.New("bandonce: Run already in progress")
 // lets running handlers finish for up to ShutdownTimeout, then cancels them
 // with ErrShutdown; it returns nil after every goroutine it started has
 // ended. Nothing is marked on shutdown.
-func (s *Shell) Run(ctx context.Context) error {
+func (s *Shell) Run(ctx context.Context) error { return s.serve(ctx, nil) }
+
+// serve is Run, and Drain when oneShot is set.
+func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
@@ -102,11 +106,14 @@ func (s *Shell) Run(ctx context.Context) error {
 	hard, cancelHard := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelHard(nil)
 	s.mu.Lock()
-	s.fatal, s.run = fail, runContexts{fetch: fetch, hard: hard}
+	s.fatal, s.run, s.oneShot = fail, runContexts{fetch: fetch, hard: hard}, oneShot
 	s.mu.Unlock()
 
 	err := s.start(fetch)
 	if err == nil {
+		if oneShot != nil {
+			oneShot.arm(fetch, fail)
+		}
 		<-fetch.Done()
 		err = context.Cause(fetch)
 	}
@@ -114,7 +121,10 @@ func (s *Shell) Run(ctx context.Context) error {
 		cancelHard(ErrSuperseded)
 	}
 	s.drain(cancelHard)
-	if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+	switch {
+	case errors.Is(err, errDrained):
+		return nil // every room drained: a one-shot run's end
+	case ctx.Err() != nil && errors.Is(err, context.Cause(ctx)):
 		return nil // the caller ended Run: a clean shutdown
 	}
 	return err
@@ -219,6 +229,9 @@ func (s *Shell) addRoom(id string) bool {
 	if s.agentStopped {
 		r.ctl.setStopped(time.Now())
 	}
+	if s.oneShot != nil {
+		s.oneShot.add(r)
+	}
 	fetch, cancel := context.WithCancelCause(s.run.fetch)
 	r.leave = cancel
 	s.rooms[id] = r
@@ -290,7 +303,7 @@ func (s *Shell) drain(cancelHard context.CancelCauseFunc) {
 	}
 	s.mu.Lock()
 	s.rooms = make(map[string]*room)
-	s.sock, s.seen, s.agentStopped = nil, nil, false
+	s.sock, s.seen, s.agentStopped, s.oneShot = nil, nil, false, nil
 	s.mu.Unlock()
 }
 

@@ -19,7 +19,7 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 	var once sync.Once
 	sock := phoenix.New(phoenix.Config{
 		URL:        s.cfg.socketURL,
-		APIKey:     s.cfg.APIKey,
+		APIKey:     s.cfg.apiKey.Value(),
 		AgentID:    agentID,
 		HTTPClient: s.cfg.socketClient,
 		Logger:     s.log,

@@ -104,6 +104,7 @@ func (s *session) handleReply(f Frame) {
 	s.c.mu.Unlock()
 
 	if refused {
+		reply.Response = s.c.key.ScrubBytes(reply.Response)
 		s.c.log.Warn("phoenix: join refused", "topic", f.Topic, "response", string(reply.Response))
 		if s.c.cfg.OnJoinError != nil {
 			s.c.cfg.OnJoinError(f.Topic, reply.Response)
