@@ -12,6 +12,7 @@ import (
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/internal/bridge"
+	"github.com/band-once/bandonce/internal/keyguard"
 )
 
 type runOptions struct {
@@ -22,6 +23,7 @@ type runOptions struct {
 	grace     time.Duration
 	timeout   time.Duration
 	attempts  int
+	once      bool
 	verbose   bool
 }
 
@@ -47,6 +49,7 @@ flags:
 	fs.DurationVar(&o.grace, "grace", bridge.DefaultGrace, "time between SIGTERM and SIGKILL of a cancelled command; also how long a running command may finish on shutdown")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound one message's work; when it runs out the work is cancelled and counts as a failure (default: none)")
 	fs.IntVar(&o.attempts, "max-attempts", 3, "failures before a message is dead-lettered")
+	fs.BoolVar(&o.once, "once", false, "answer what is waiting in every room, then exit (for cron and batch jobs)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -103,7 +106,9 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	if o.verbose {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// The command's stderr is logged too: scrub the key from it, as the
+	// Shell scrubs its own records.
+	logger := keyguard.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), keyguard.New(key))
 	opts := bridge.Options{KeyTemplate: o.key, Grace: o.grace, Logger: logger}
 	var h handler
 	wait := func() {}
@@ -139,8 +144,31 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintln(stderr, "bandonce run:", err)
 		return exitCannot
 	}
+	if o.once {
+		res, err := shell.Drain(ctx)
+		wait()
+		if err == nil && !res.Drained {
+			fmt.Fprintln(stderr, "bandonce run: stopped before every room was drained; run again to finish")
+			return exitFailed
+		}
+		if err == nil {
+			logger.Info("bandonce run: drained every room", "rooms", res.Rooms, "replied", res.Settled[bandonce.Replied], "stopped_rooms", len(res.Stopped))
+			return exitOK
+		}
+		return explainRun(err, stderr)
+	}
 	err = shell.Run(ctx)
 	wait()
+	if err == nil {
+		logger.Info("bandonce run: stopped")
+		return exitOK
+	}
+	return explainRun(err, stderr)
+}
+
+// explainRun turns the Shell's error into what the user should know, and
+// the exit status.
+func explainRun(err error, stderr io.Writer) int {
 	switch {
 	case errors.Is(err, bandonce.ErrUnauthorized):
 		fmt.Fprintln(stderr, "bandonce run: the API key in BAND_API_KEY was rejected by Band; check that it is this agent's key:", err)
@@ -148,10 +176,7 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	case errors.Is(err, bandonce.ErrSuperseded):
 		fmt.Fprintln(stderr, "bandonce run: another connection of this agent took over; this one stops (run one bandonce run per agent)")
 		return exitFailed
-	case err != nil:
-		fmt.Fprintln(stderr, "bandonce run:", err)
-		return exitFailed
 	}
-	logger.Info("bandonce run: stopped")
-	return exitOK
+	fmt.Fprintln(stderr, "bandonce run:", err)
+	return exitFailed
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -313,9 +314,50 @@ func TestRunExitCodes(t *testing.T) {
 // shell-script agent.
 func TestVerifyHoldsForRunWithAShellScript(t *testing.T) {
 	bin := bandonceBin(t)
-	p := start(t, nil, bin, "verify", "-schedules", "1", "--", bin, "run", "--", testdata(t, "echo.sh"))
+	p := start(t, nil, bin, "verify", "-json", "-schedules", "1", "--", bin, "run", "--", testdata(t, "echo.sh"))
 	code := p.wait(t, 3*time.Minute)
 	out := p.stdout.String()
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
-	assert.Contains(t, out, "exactly-once held across 12 schedules")
+	var rep procverify.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), "-json prints the receipt as JSON")
+	assert.True(t, rep.Held)
+	assert.Equal(t, 12, rep.Schedules)
+	assert.Zero(t, rep.DoublePosts)
+	assert.Zero(t, rep.LostMessages)
+	assert.Len(t, rep.Checks, len(procverify.Checks))
+}
+
+// -once answers what waits in every room and exits 0 by itself.
+func TestRunOnceDrainsEveryRoomAndExits(t *testing.T) {
+	bin, w := bandonceBin(t), newRunWorld(t)
+	second := w.band.AddRoom("second", w.human, w.agent.ID)
+	ids := []string{w.say(t, "one"), w.say(t, "two")}
+	id, err := w.band.Say(second.ID, w.human.ID, "three", w.agent.ID)
+	require.NoError(t, err)
+	ids = append(ids, id)
+	p := start(t, w.env(), bin, "run", "-once", "--", testdata(t, "echo.sh"))
+	require.Equal(t, exitOK, p.wait(t, 30*time.Second), "stderr:\n%s", p.stderr.String())
+	for _, id := range ids {
+		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+	}
+	n := len(w.replies())
+	for _, post := range w.band.Posts(second.ID) {
+		if post.SenderID == w.agent.ID {
+			n++
+		}
+	}
+	assert.Equal(t, 3, n, "each message answered once")
+	assert.Contains(t, p.stderr.String(), "drained every room")
+}
+
+// The command's stderr is logged, and the agent's key is scrubbed from it.
+func TestRunLogsTheCommandsStderrWithoutTheKey(t *testing.T) {
+	bin, w := bandonceBin(t), newRunWorld(t)
+	script := filepath.Join(t.TempDir(), "leaky.sh")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho \"my key is $BAND_API_KEY\" >&2\necho ok\n"), 0o755))
+	id := w.say(t, "hi")
+	p := start(t, w.env(), bin, "run", "-once", "--", script)
+	require.Equal(t, exitOK, p.wait(t, 30*time.Second), "stderr:\n%s", p.stderr.String())
+	assert.Contains(t, p.stderr.String(), id+": my key is [redacted]")
+	assert.NotContains(t, p.stderr.String(), w.agent.Key)
 }

@@ -128,8 +128,14 @@ func (b *builder) weave(waiting, later, faults []Event) []Event {
 	return out
 }
 
+// schedule assembles the events, numbering each room's messages in the
+// order they are said.
 func (b *builder) schedule(rooms int, events []Event) *Schedule {
-	return &Schedule{Rooms: rooms, Events: events}
+	s := &Schedule{Rooms: rooms, Events: events}
+	if r := relabel(s); r != nil {
+		return r
+	}
+	return s
 }
 
 // faulted is the common shape: 1–2 rooms, 1–3 messages each, and the

@@ -110,6 +110,7 @@ type attempt struct {
 }
 
 func newSim(ctx context.Context, cfg *settings, s *Schedule) (*sim, error) {
+	s = s.clone() // an event may be retargeted as it runs (see fireNext)
 	sm := &sim{cfg: cfg, sched: s, ctx: ctx, fired: map[string]int{}, notes: map[string]bool{}, wake: make(chan struct{}, 1)}
 	sm.trace = func(string) {}
 	if cfg.Trace != nil {
@@ -395,6 +396,13 @@ func (s *sim) fireNext(quiet bool) {
 	ev := s.sched.Events[s.cursor]
 	if ev.requestBound() {
 		if i := s.nextSayLocked(); i >= 0 {
+			if (ev.Kind == Interrupt || ev.Kind == Stop) && ev.Endpoint == fakeband.EndpointContext {
+				// The agent does not read the room: hold the next
+				// claim instead, and the witness says so.
+				s.sched.Events[s.cursor].Endpoint, s.sched.Events[s.cursor].Skip = fakeband.EndpointProcessing, 0
+				s.skip = 0
+				s.trace("no GET /context came: the signal waits for the next claim instead")
+			}
 			// Its request may come with the next message: say that first.
 			if s.early == nil {
 				s.early = make(map[int]bool)
