@@ -13,6 +13,7 @@ import (
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/internal/bridge"
 	"github.com/band-once/bandonce/internal/keyguard"
+	"github.com/band-once/bandonce/internal/procgroup"
 )
 
 type runOptions struct {
@@ -127,6 +128,9 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 			return exitCannot
 		}
 		h = c
+		// The orphans a command's children leave come here, to be
+		// killed with the rest of the command.
+		_ = procgroup.BecomeSubreaper()
 	}
 	shell, err := bandonce.New(bandonce.Config{
 		APIKey:         key,

@@ -361,3 +361,17 @@ func TestRunLogsTheCommandsStderrWithoutTheKey(t *testing.T) {
 	assert.Contains(t, p.stderr.String(), id+": my key is [redacted]")
 	assert.NotContains(t, p.stderr.String(), w.agent.Key)
 }
+
+// A command's processes do not outlive its message, even one its child
+// left in a session of its own and abandoned.
+func TestRunLeavesNoProcessOfACommandBehind(t *testing.T) {
+	bin, w := bandonceBin(t), newRunWorld(t)
+	pids := filepath.Join(t.TempDir(), "pids")
+	w.say(t, "one")
+	w.say(t, "two")
+	p := start(t, w.env("PIDS="+pids), bin, "run", "--", testdata(t, "leaver.sh"))
+	eventually(t, "both answered", func() bool { return len(w.replies()) == 2 })
+	requireAllGone(t, readPids(t, pids))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, exitOK, p.wait(t, 10*time.Second), "stderr:\n%s", p.stderr.String())
+}

@@ -316,3 +316,17 @@ func TestForwardCancelsTheRemoteExecution(t *testing.T) {
 	assert.Equal(t, cancelRequest{ExecutionID: inflight[0].ID, MessageID: "m-1", RoomID: "room-1", Reason: "interrupted"}, r.cancels[0])
 	assert.Empty(t, f.InFlight(), "the entry goes once the remote was told")
 }
+
+// A command that answers and exits leaves nothing behind, not even a
+// process in a session of its own, which no signal to its group reaches.
+func TestACommandThatExitsLeavesNothingBehind(t *testing.T) {
+	pids := filepath.Join(t.TempDir(), "pids")
+	c, err := NewCommand(script(t, `setsid sleep 300 & echo $! > `+pids+`
+sleep 0.3
+echo answered`), quiet())
+	require.NoError(t, err)
+	rep, err := c.Handle(context.Background(), msg("m"))
+	require.NoError(t, err)
+	assert.Equal(t, "answered", rep.Content)
+	assert.Empty(t, procgroup.Alive(waitPids(t, pids, 1)))
+}

@@ -24,6 +24,10 @@ const ExitPermanent = 65
 // MaxReply bounds a command's output; a longer one is a permanent failure.
 const MaxReply = 1 << 20
 
+// trackEvery is how often a running command's descendants are noted, so
+// that those it leaves behind can be found when it ends.
+const trackEvery = 100 * time.Millisecond
+
 // outputWait bounds the wait for a command's output to close once its
 // group is dead: something outside the group may hold the pipe.
 const outputWait = time.Second
@@ -161,17 +165,28 @@ func (c *Command) run(ctx context.Context, m *bandonce.Message, key string, exe 
 		}
 	}()
 
-	select {
-	case <-proc.Done():
-		proc.Kill() // whatever it left running in its group
-	case <-ctx.Done():
-		cause := context.Cause(ctx)
-		killed := proc.Terminate(c.opts.Grace)
-		log.Info("bandonce run: command cancelled", "cause", cause, "sigkill_after_grace", killed)
-		// Nothing it printed is used: the reply of a cancelled cycle is
-		// never posted.
-		drain(p, outDone, errDone)
-		return "", errCancelled("the command", cause)
+	// Whatever the command leaves running goes with it: its group, its
+	// descendants, and (when bandonce run is their subreaper) the orphans
+	// its children left.
+	defer procgroup.ReapOrphans()
+	track := time.NewTicker(trackEvery)
+	defer track.Stop()
+	for running := true; running; {
+		select {
+		case <-proc.Done():
+			proc.Kill()
+			running = false
+		case <-track.C:
+			proc.Track()
+		case <-ctx.Done():
+			cause := context.Cause(ctx)
+			killed := proc.Terminate(c.opts.Grace)
+			log.Info("bandonce run: command cancelled", "cause", cause, "sigkill_after_grace", killed)
+			// Nothing it printed is used: the reply of a cancelled cycle
+			// is never posted.
+			drain(p, outDone, errDone)
+			return "", errCancelled("the command", cause)
+		}
 	}
 	drain(p, outDone, errDone)
 	data := stdout

@@ -135,14 +135,19 @@ var subreaper atomic.Bool
 
 // ReapOrphans kills and reaps every child of this process that Start did
 // not launch (after BecomeSubreaper, the orphans of dead descendants),
-// with the process groups they lead. It returns how many it found.
+// with their descendants. It returns how many it found.
+//
+// An orphan whose process group's leader is still running is left alone:
+// it belongs to a command that still works (a shell's background job whose
+// subshell exited, say), and goes with its group. Everything else is what
+// a dead process left behind.
 func ReapOrphans() int {
 	if !subreaper.Load() {
 		return 0
 	}
 	self, selfGroup := os.Getpid(), syscall.Getpgrp()
 	n := 0
-	for round := 0; round < 10; round++ {
+	for range 10 {
 		var orphans []procEntry
 		for _, e := range processes() {
 			if e.ppid != self {
@@ -151,6 +156,9 @@ func ReapOrphans() int {
 			if _, ours := started.Load(e.pid); ours {
 				continue
 			}
+			if e.state != 'Z' && e.pgid != e.pid && len(Alive([]int{e.pgid})) > 0 {
+				continue // its group's leader still runs
+			}
 			orphans = append(orphans, e)
 		}
 		if len(orphans) == 0 {
@@ -158,8 +166,8 @@ func ReapOrphans() int {
 		}
 		for _, o := range orphans {
 			killTree(o.pid, nil)
-			if o.pgid != selfGroup && o.pgid > 1 {
-				_ = signalGroup(o.pgid, syscall.SIGKILL)
+			if o.pgid != selfGroup && o.pgid > 1 && o.pgid != o.pid {
+				_ = signalGroup(o.pgid, syscall.SIGKILL) // a group whose leader is gone
 			}
 			var ws syscall.WaitStatus
 			_, _ = syscall.Wait4(o.pid, &ws, 0, nil)

@@ -147,10 +147,13 @@ func (p *Process) Kill() {
 // killSettle bounds Kill's wait for the processes it killed to be gone.
 const killSettle = 500 * time.Millisecond
 
-// track remembers the leader's descendants as they are now. Once the
+// Track remembers the leader's descendants as they are now. Once the
 // leader has exited its orphans are re-parented and no walk from it can
-// find them, so Terminate tracks while it waits and Kill kills what was
-// tracked as well as what it finds.
+// find them, so Kill kills what was tracked as well as what it finds:
+// call Track now and then while the command runs (Terminate does while it
+// waits). It does nothing off Linux.
+func (p *Process) Track() { p.track() }
+
 func (p *Process) track() {
 	if p.Exited() {
 		return

@@ -3,11 +3,13 @@
 package procgroup
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +18,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv("PROCGROUP_SUBREAPER_HELPER") == "1" {
+		subreaperHelper()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // family starts a shell that starts two sleeps, one in its own session
 // (and so its own process group), writes every pid to a file and waits.
@@ -104,4 +112,64 @@ func TestReapOrphansLeavesOthersChildrenAloneUnlessSubreaper(t *testing.T) {
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	assert.Zero(t, ReapOrphans(), "not a subreaper: a child Start did not launch is not an orphan")
 	assert.Len(t, Alive([]int{cmd.Process.Pid}), 1)
+}
+
+// subreaperHelper runs in a child test binary (the subreaper setting
+// would otherwise adopt every orphan of this one): it makes an orphan in
+// a live command's group, checks that ReapOrphans leaves it, kills the
+// command's leader alone, and checks that ReapOrphans then reaps it.
+func subreaperHelper() {
+	fail := func(format string, args ...any) {
+		fmt.Printf("FAIL "+format+"\n", args...)
+		os.Exit(1)
+	}
+	if err := BecomeSubreaper(); err != nil {
+		fail("BecomeSubreaper: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "reap")
+	if err != nil {
+		fail("%v", err)
+	}
+	defer os.RemoveAll(dir)
+	pidFile := filepath.Join(dir, "pid")
+	p, err := Start(exec.Command("sh", "-c", `(sleep 300 & echo $! > `+pidFile+`.tmp; mv `+pidFile+`.tmp `+pidFile+`); exec sleep 300`), Options{})
+	if err != nil {
+		fail("%v", err)
+	}
+	var orphan int
+	for deadline := time.Now().Add(10 * time.Second); orphan == 0; {
+		if data, err := os.ReadFile(pidFile); err == nil {
+			orphan, _ = strconv.Atoi(strings.TrimSpace(string(data)))
+		}
+		if time.Now().After(deadline) {
+			fail("no orphan")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; { // its subshell exits: it is ours
+		if e, ok := readStat(orphan); ok && e.ppid == os.Getpid() {
+			break
+		}
+		if time.Now().After(deadline) {
+			fail("the orphan was never re-parented here")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := ReapOrphans(); n != 0 || len(Alive([]int{orphan})) != 1 {
+		fail("with its group's leader running, the orphan was reaped (n=%d)", n)
+	}
+	_ = p.Signal(syscall.SIGKILL) // the leader alone
+	<-p.Done()
+	if n := ReapOrphans(); n != 1 || len(Alive([]int{orphan})) != 0 {
+		fail("with its group's leader dead, the orphan was not reaped (n=%d)", n)
+	}
+	fmt.Println("OK")
+}
+
+func TestReapOrphansTakesWhatDeadLeadersLeftOnly(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "PROCGROUP_SUBREAPER_HELPER=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "OK")
 }
