@@ -258,9 +258,20 @@ func (s *Shell) addRoom(id string) bool {
 	if s.sock != nil {
 		s.sock.Join("chat_room:"+id, r.onRoomEvent)
 	}
-	s.sched.wake(r)
+	if s.socketUp.Load() {
+		// Its first look waits for its topic's join to be answered
+		// (catchUp), so a message said meanwhile is not missed and the
+		// room does not look twice; but not for long.
+		s.sched.later(r, joinWait)
+	} else {
+		s.sched.wake(r)
+	}
 	return true
 }
+
+// joinWait bounds how long a new room's first look waits for its topic's
+// join to be answered.
+const joinWait = 5 * time.Second
 
 // errRoomRemoved ends a room's loop when the agent leaves the room.
 var errRoomRemoved = errors.New("bandonce: agent removed from the room")

@@ -27,7 +27,6 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 		Seed:       s.jitterSeed + 2,
 		OnConnected: func() {
 			s.socketUp.Store(true)
-			s.catchUp()
 			reconnected := true
 			once.Do(func() { reconnected = false; close(connected) })
 			if reconnected {
@@ -39,19 +38,14 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 			s.socketUp.Store(false)
 			s.log.Info("bandonce: socket disconnected; polling until it is back", "err", err)
 		},
-		OnJoined: func(topic string) {
-			// A message said before the room's topic was joined was
-			// pushed to nobody: look at /next once the pushes flow.
-			if id, ok := strings.CutPrefix(topic, "chat_room:"); ok {
-				s.mu.Lock()
-				r := s.rooms[id]
-				s.mu.Unlock()
-				if r != nil {
-					r.ctl.requestProbe()
-				}
-			}
-		},
+		// Pushes sent before a room's topic was joined (or while the
+		// socket was down: every topic is joined again on a reconnect)
+		// reached nobody, so once its join is answered the room looks at
+		// /next, a stopped room as a probe, since a play may be among
+		// them.
+		OnJoined: s.catchUp,
 		OnJoinError: func(topic string, response json.RawMessage) {
+			s.catchUp(topic)
 			s.log.Warn("bandonce: Band refused a socket topic", "topic", topic, "response", string(response))
 		},
 	})
@@ -85,13 +79,16 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 	return connected
 }
 
-// catchUp runs after every (re)connect: pushes sent while the socket was
-// down are not replayed, so each room asks /next, a stopped room as a
-// probe, since a play may have been lost while disconnected.
-func (s *Shell) catchUp() {
+// catchUp has the room of a chat_room topic look at /next now.
+func (s *Shell) catchUp(topic string) {
+	id, ok := strings.CutPrefix(topic, "chat_room:")
+	if !ok {
+		return
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range s.rooms {
+	r := s.rooms[id]
+	s.mu.Unlock()
+	if r != nil {
 		r.ctl.requestProbe()
 	}
 }

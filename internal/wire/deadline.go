@@ -59,7 +59,12 @@ func RequestClients(base *http.Client, timeout time.Duration, limiter *Limiter) 
 	}
 	next := base.Transport
 	if next == nil {
-		next = http.DefaultTransport
+		// Keep as many connections to Band idle as may be in flight:
+		// net/http's default keeps two, and a busy agent would open and
+		// close connections all day.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = limiter.maxInFlight
+		next = t
 	}
 	if base.Timeout == 0 {
 		next = &deadlineTransport{next: next, timeout: timeout}
