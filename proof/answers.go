@@ -130,10 +130,15 @@ func markMessage(path string) string {
 }
 
 // claimsWork reports whether a request starts new output at Band: a
-// reply, or a socket that fights for the agent's connection. (A handler
-// started is new work too; the oracle judges those from the starts.)
+// post (a reply, or a message a handler sends while it runs), an event,
+// or a socket that fights for the agent's connection. (A handler started
+// is new work too; the oracle judges those from the starts.)
 // Marks only settle work already decided, claims included: a dead letter
 // opens an attempt just to mark it processed.
 func claimsWork(ep fakeband.Endpoint) bool {
-	return ep == fakeband.EndpointPost || ep == fakeband.EndpointSocket
+	switch ep {
+	case fakeband.EndpointPost, fakeband.EndpointEvent, fakeband.EndpointSocket:
+		return true
+	}
+	return false
 }

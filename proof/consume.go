@@ -133,8 +133,11 @@ func (t *truth) superseded(v *judgement) {
 		}
 		v.check(SupersedeStops)
 		if ep := l.workAfterSupersede(); ep != "" {
-			what := "posted a reply"
-			if ep == fakeband.EndpointSocket {
+			what := "posted a message"
+			switch ep {
+			case fakeband.EndpointEvent:
+				what = "sent an event"
+			case fakeband.EndpointSocket:
 				what = "opened a socket again"
 			}
 			v.fail(SupersedeStops, "the agent kept working after it was superseded: it %s after the supersede reached it (life %d)", what, l.n)

@@ -94,6 +94,10 @@ func (x *External) Performed(key string) int {
 // ErrExternalUnavailable when the system failed the call (nothing
 // performed); or ErrLifeEnded when the life was killed meanwhile.
 func (x *External) Effect(ctx context.Context, key string) error {
+	return x.effect(ctx, key, "")
+}
+
+func (x *External) effect(ctx context.Context, key, idempotencyKey string) error {
 	w := x.world
 	if x.ctx.Err() != nil {
 		return ErrLifeEnded
@@ -102,7 +106,7 @@ func (x *External) Effect(ctx context.Context, key string) error {
 	if x.obs != nil {
 		x.obs.touch(tr, key)
 	}
-	call := w.begin(x.life, key, ctx, tr)
+	call := w.begin(x.life, key, idempotencyKey, ctx, tr)
 	if ctx.Err() != nil {
 		w.finish(call, outcomeRefused)
 		return context.Cause(ctx)
@@ -132,6 +136,41 @@ func (x *External) Effect(ctx context.Context, key string) error {
 	}
 	w.finish(call, outcomePerformed)
 	return nil
+}
+
+// EffectOnce is Effect on a system that honours idempotency keys, as a
+// payment API's Idempotency-Key header does: the effect named by key is
+// performed unless a call with idempotencyKey was already performed, by
+// any life; then it returns nil and performs nothing. key names the unit
+// of work ("refund:order-17") and is what the verifier judges; the
+// idempotency key is what the agent hands the system, such as the key
+// bandonce's Message.Step gives its fn. A key that changes between
+// deliveries therefore performs the unit of work twice.
+func (x *External) EffectOnce(ctx context.Context, idempotencyKey, key string) error {
+	w := x.world
+	w.mu.Lock()
+	served, busy := w.served[idempotencyKey], w.inFlight[idempotencyKey]
+	if !served && !busy {
+		w.inFlight[idempotencyKey] = true
+	}
+	w.mu.Unlock()
+	switch {
+	case served:
+		if x.obs != nil {
+			x.obs.touch(x.turnOf(), key) // the turn called it: the system did nothing more
+		}
+		return nil
+	case busy:
+		// As such an API answers a second request while the first is
+		// still running: try again later.
+		return ErrExternalUnavailable
+	}
+	defer func() {
+		w.mu.Lock()
+		delete(w.inFlight, idempotencyKey)
+		w.mu.Unlock()
+	}()
+	return x.effect(ctx, key, idempotencyKey)
 }
 
 // hangFor is how long a hanging call waits (virtual time) unless its
@@ -203,6 +242,8 @@ type effectCall struct {
 	turn       *turn
 	begin, end int64
 	endAt      time.Time
+	// idempotencyKey is the key an EffectOnce call carried, "" for Effect.
+	idempotencyKey string
 }
 
 // world is the external system's state for one run of a schedule.
@@ -218,10 +259,13 @@ type world struct {
 	effects map[string]int
 	calls   []*effectCall
 	perKey  map[string]int
+	// served are the idempotency keys of performed EffectOnce calls;
+	// inFlight those of calls still running.
+	served, inFlight map[string]bool
 }
 
 func newWorld(plan externalPlan, requests func() int) *world {
-	return &world{plan: plan, start: time.Now(), requests: requests, effects: map[string]int{}, perKey: map[string]int{}}
+	return &world{plan: plan, start: time.Now(), requests: requests, effects: map[string]int{}, perKey: map[string]int{}, served: map[string]bool{}, inFlight: map[string]bool{}}
 }
 
 // keyRand is a generator for one key's draws: the same for every run of
@@ -234,14 +278,14 @@ func (w *world) keyRand(key string, nth int) *rand.Rand {
 	return rand.New(rand.NewPCG(h, uint64(nth)))
 }
 
-func (w *world) begin(life int, key string, ctx context.Context, tr *turn) *effectCall {
+func (w *world) begin(life int, key, idempotencyKey string, ctx context.Context, tr *turn) *effectCall {
 	w.mu.Lock()
 	w.perKey[key]++
 	nth := w.perKey[key]
 	w.mu.Unlock()
 	r := w.keyRand(key, nth)
 	p := w.plan
-	c := &effectCall{life: life, key: key, nth: nth, at: time.Since(w.start), latency: p.minLatency, uncancellable: ctx.Done() == nil, turn: tr}
+	c := &effectCall{life: life, key: key, nth: nth, at: time.Since(w.start), latency: p.minLatency, uncancellable: ctx.Done() == nil, turn: tr, idempotencyKey: idempotencyKey}
 	if w.tick != nil {
 		c.begin = w.tick()
 	}
@@ -274,6 +318,9 @@ func (w *world) finish(c *effectCall, o callOutcome) {
 	c.outcome, c.end, c.endAt = o, tick, time.Now()
 	if o == outcomePerformed {
 		w.effects[c.key]++
+		if c.idempotencyKey != "" {
+			w.served[c.idempotencyKey] = true
+		}
 	}
 }
 

@@ -49,8 +49,8 @@ func neverConnected(cfg *config, res proof.Result, o *observation) *verdict {
 		"connect one, or declare NoControlSignals() if it runs without"}
 }
 
-// deliveries groups the turns by message, in the order they began.
-func (o *observation) deliveries() map[string][]*turn {
+// turnsByMessage groups the turns by message, in the order they began.
+func (o *observation) turnsByMessage() map[string][]*turn {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := map[string][]*turn{}
@@ -76,7 +76,7 @@ func effectKeyChanged(_ *config, _ proof.Result, o *observation) *verdict {
 			performed[c.turn] = append(performed[c.turn], c.key)
 		}
 	}
-	byMsg := o.deliveries()
+	byMsg := o.turnsByMessage()
 	for _, msg := range sortedKeys(byMsg) {
 		var before []string
 		for _, t := range byMsg[msg] {

@@ -46,8 +46,9 @@ func (r *runner) simulate(tr trial) outcome {
 			}
 			return obs.factory(r.f), nil
 		},
-		KeyOf: func(id string, spec proof.MessageSpec) string { return obs.keyOf(id, spec) },
-		Busy:  func(life int, room string, tick int64) bool { return obs.busy(life, room, tick) },
+		KeyOf:      func(id string, spec proof.MessageSpec) string { return obs.keyOf(id, spec) },
+		Busy:       func(life int, room string, tick int64) bool { return obs.busy(life, room, tick) },
+		TurnEffect: func(key string) bool { return obs.isEffectKey(key) },
 	}
 	res := proof.Simulate(r.tt, tr.sched, opts)
 	if obs == nil { // the engine failed before the agent was built
