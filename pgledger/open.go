@@ -120,7 +120,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 		}
 		failures.note(s.log, "pgledger: cannot reach the database to open the ledger; retrying", err)
 		if sleep(ctx, failures.backoff()) != nil {
-			return nil, fail(nil, err, "cannot be opened: gave up when the context ended")
+			return nil, fail(nil, fmt.Errorf("%w; the last attempt: %w", ctx.Err(), err), "cannot be opened: gave up when the context ended")
 		}
 	}
 }

@@ -78,8 +78,10 @@ func fenced(write string) string {
 func buildStatements(schema string) statements {
 	s := func(text string) string { return strings.ReplaceAll(text, "{s}", schema) }
 	return statements{
-		privileges: s(`SELECT bool_and(has_table_privilege(format('%I.%I', $1::text, t), 'SELECT, INSERT, UPDATE, DELETE'))
-			FROM unnest(ARRAY['leases', 'keys', 'acks']) AS t`),
+		// has_table_privilege holds when any privilege listed holds: each
+		// is asked on its own.
+		privileges: `SELECT bool_and(has_table_privilege(format('%I.%I', $1::text, t), p))
+			FROM unnest(ARRAY['leases', 'keys', 'acks']) AS t, unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p`,
 
 		// $1 agent, $2 holder, $3 lease time in microseconds.
 		acquire: s(`INSERT INTO {s}.leases AS l (agent_id, epoch, holder, acquired_at, expires_at)
