@@ -72,7 +72,9 @@ func (e *OpenError) Unwrap() []error {
 // made under is no longer good enough to write with: another process took
 // the lease over (a higher epoch), the lease ran out, or, for an intent,
 // too little of it is left to post safely. errors.Is(err, ErrFenced)
-// holds. Nothing was written.
+// holds. Nothing was written, unless Reason says the write was committed
+// and its answer came too late (an intent: harmless, since the next holder
+// reads the room before posting that key).
 type FencedError struct {
 	// AgentID is the ledger's agent.
 	AgentID string
