@@ -181,7 +181,10 @@ func (s *Store) hold(ctx context.Context, ls *lease, lead func(context.Context, 
 	}()
 	s.log.Info("pgledger: lease acquired; leading", "epoch", ls.epoch)
 	err = lead(leadCtx, &Ledger{store: s, lease: ls})
-	lost = errors.Is(context.Cause(leadCtx), ErrLeaseLost)
+	// A leader that returns on its own just as the lease ran out (woken
+	// from a pause to find itself superseded, say) lost it too: what it
+	// returned is a symptom, and the process stands by.
+	lost = errors.Is(context.Cause(leadCtx), ErrLeaseLost) || ls.short(0) != ""
 	cancel(errLeadReturned)
 	<-kept
 	ls.end("the leader returned")

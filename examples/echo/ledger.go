@@ -64,7 +64,12 @@ func runWithLedger(ctx context.Context, getenv func(string) string, logger *slog
 	if err != nil {
 		return err
 	}
-	return store.RunLeader(ctx, func(ctx context.Context, ledger *pgledger.Ledger) error { return run(ctx, ledger) })
+	return store.RunLeader(ctx, func(ctx context.Context, ledger *pgledger.Ledger) error {
+		// Once the lease is gone by this process's clock (it was paused
+		// past it), nothing more reaches Band, not even a mark.
+		cfg.HTTPClient = &http.Client{Transport: ledger.Transport(nil)}
+		return run(ctx, ledger)
+	})
 }
 
 // whoAmI asks Band for the agent's id (GET /agent/me), which names its
