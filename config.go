@@ -26,8 +26,8 @@ type Config struct {
 	SocketURL string
 
 	// DisableSocket turns push off: no control signals, no wake-ups, rooms
-	// found by listing and served by polling every PollInterval. False
-	// (the default) connects the socket.
+	// found by listing every ResyncInterval and served by polling every
+	// PollInterval. False (the default) connects the socket.
 	DisableSocket bool
 
 	// Rooms limits the shell to these room ids. Empty means every room
@@ -73,7 +73,9 @@ type Config struct {
 	PollInterval time.Duration
 
 	// ResyncInterval is how often an idle room asks /next while the socket
-	// is connected, as a safety net for a lost push. Zero means 60 s.
+	// is connected, and how often a stopped room probes it, as a safety
+	// net for a lost push. The agent's rooms are listed again every fifth
+	// interval (every interval without a socket). Zero means 60 s.
 	ResyncInterval time.Duration
 
 	// MarkTimeout bounds each bookkeeping call (the processing, processed

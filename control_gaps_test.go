@@ -47,14 +47,14 @@ func TestAStopAmongMessagesLeftProcessingLeavesTheRest(t *testing.T) {
 			markProcessing(t, r.world, room, id)
 		}
 		stop := r.run(nil)
-		r.tap.signal("stop", "room", room.ID, "")
-		nexts := r.tap.count("next", room.ID)
+		require.NoError(t, r.band.StopRoom(room.ID))
+		nexts, served := r.tap.count("next", room.ID), r.tap.servedNext(room.ID)
 		time.Sleep(5 * time.Minute)
 		assert.Equal(t, ids[:1], r.h.allCalls())
-		assert.Equal(t, nexts, r.tap.count("next", room.ID))
+		r.probesOnly(t, room, nexts, served, 5)
 
 		r.h.setWork(0)
-		r.tap.signal("play", "room", room.ID, "")
+		require.NoError(t, r.band.PlayRoom(room.ID))
 		time.Sleep(time.Minute)
 		require.NoError(t, stop())
 		assert.Equal(t, append(ids[:1:1], ids...), r.h.allCalls(), "the stopped one first, then the rest, in order")
@@ -91,13 +91,15 @@ func TestASignalInTheClaimWindowSurvivesAFailedClaim(t *testing.T) {
 			id := r.say(room, "w2")
 			r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessing, Nth: 1, Kind: fakeband.Delay, Delay: time.Hour})
 			stop := r.run(func(c *bandonce.Config) { c.MarkTimeout = 5 * time.Second })
-			r.tap.signal("stop", "room", room.ID, "") // no gate: only the shell's flag holds
+			r.tap.signal("stop", "room", room.ID, "")
+			r.gateQuietly(room, true)
 			time.Sleep(10 * time.Second)
-			nexts := r.tap.count("next", room.ID)
+			nexts, served := r.tap.count("next", room.ID), r.tap.servedNext(room.ID)
 			time.Sleep(5 * time.Minute)
 			assert.Zero(t, r.h.callsOf(id), "the stop was not lost with the claim")
-			assert.Equal(t, nexts, r.tap.count("next", room.ID), "the room stays stopped")
+			r.probesOnly(t, room, nexts, served, 5)
 
+			r.gateQuietly(room, false)
 			r.tap.signal("play", "room", room.ID, "")
 			time.Sleep(time.Minute)
 			require.NoError(t, stop())
@@ -124,10 +126,10 @@ func TestAForbiddenReplyIsAStop(t *testing.T) {
 		assert.Zero(t, r.countMarks(first, "failed"), "not a handler failure")
 		assert.Equal(t, fakeband.StatusProcessing, r.band.Status(r.agent.ID, first))
 
-		nexts := r.tap.count("next", room.ID)
+		nexts, served := r.tap.count("next", room.ID), r.tap.servedNext(room.ID)
 		second := r.say(room, "while stopped")
 		time.Sleep(5 * time.Minute)
-		assert.Equal(t, nexts, r.tap.count("next", room.ID), "the room holds itself stopped")
+		r.probesOnly(t, room, nexts, served, 6) // the room holds itself stopped
 
 		r.band.ClearFaults()
 		r.h.setWork(0)
@@ -167,12 +169,44 @@ func TestAfterARestartWhileStoppedBandsGateHolds(t *testing.T) {
 	})
 }
 
-// G6: a play pushed while the socket was down (here: lost) leaves the
-// room deaf in Python until another play. The shell's reconnect probes
-// /next once for a stopped room; a served message proves the gate open.
-// A probe that gets no answer is owed until it gets one.
-func TestAPlayLostWhileDisconnectedIsFoundByTheReconnectProbe(t *testing.T) {
-	for name, failedProbes := range map[string]int{"probe answered": 0, "probe fails first": 5} {
+// G6: a play whose push never arrives (sent while the socket was down,
+// or lost on a live one) leaves the room deaf in Python until another
+// play. The shell finds Band's gate open again by probing /next: at once
+// after a reconnect, as soon as its stop has settled when a message is
+// pushed while it is stopped, and every ResyncInterval otherwise. A probe
+// that gets no answer is owed until it gets one.
+func TestALostPlayIsFoundByAProbe(t *testing.T) {
+	t.Run("a message pushed after the lost play", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, 1, 0)
+			room := r.rooms[0]
+			stop := r.run(nil)
+			require.NoError(t, r.band.StopRoom(room.ID))
+			time.Sleep(5 * time.Second)
+			r.gateQuietly(room, false)
+			id := r.say(room, "after the lost play")
+			time.Sleep(3 * time.Second)
+			require.NoError(t, stop())
+			assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)), "its push made the room probe")
+		})
+	})
+	t.Run("no push since: the periodic probe", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, 1, 0)
+			room := r.rooms[0]
+			stop := r.run(nil)
+			require.NoError(t, r.band.StopRoom(room.ID))
+			id := r.say(room, "while stopped")
+			time.Sleep(5 * time.Second) // its push's probe found the gate closed
+			r.gateQuietly(room, false)
+			time.Sleep(30 * time.Second)
+			require.Zero(t, r.h.callsOf(id), "nothing told the room yet")
+			time.Sleep(time.Minute) // one ResyncInterval
+			require.NoError(t, stop())
+			assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)), "the periodic probe found the gate open")
+		})
+	})
+	for name, failedProbes := range map[string]int{"a reconnect": 0, "a reconnect whose probe fails first": 5} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := newRig(t, 1, 0)
@@ -180,21 +214,20 @@ func TestAPlayLostWhileDisconnectedIsFoundByTheReconnectProbe(t *testing.T) {
 				stop := r.run(nil)
 				require.NoError(t, r.band.StopRoom(room.ID))
 				id := r.say(room, "while stopped")
-				r.band.InjectSocket(fakeband.SocketFault{Event: "agent.control", Probability: 1, Kind: fakeband.LosePush})
-				require.NoError(t, r.band.PlayRoom(room.ID))
-				time.Sleep(5 * time.Minute)
-				require.Zero(t, r.h.callsOf(id), "deaf: the play was lost")
+				time.Sleep(5 * time.Second)
+				r.gateQuietly(room, false)
+				time.Sleep(time.Second)
+				require.Zero(t, r.h.callsOf(id), "nothing told the room yet")
 
-				r.band.ClearFaults()
 				if failedProbes > 0 {
 					// Every try of the probe's request fails: one failed probe.
 					r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointNext, Nth: 1, Count: failedProbes, Kind: fakeband.FailBefore, Status: 503})
 				}
 				r.band.DropSockets(r.agent.ID)
-				time.Sleep(time.Minute)
+				time.Sleep(30 * time.Second) // well before the periodic probe
 				require.NoError(t, stop())
 				assert.Equal(t, failedProbes, r.band.FaultsFired()["next/fail_before"])
-				assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)), "the probe found the gate open")
+				assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)), "the reconnect's probe found the gate open")
 			})
 		})
 	}
@@ -214,11 +247,16 @@ func TestAnAgentWideStopHoldsForRoomsAddedLater(t *testing.T) {
 		time.Sleep(time.Second)
 		require.NoError(t, r.band.AddParticipant(old.ID, r.agent.ID))
 		time.Sleep(time.Second)
+		// Band's gate agrees with the agent-wide stop in both rooms.
+		r.gateQuietly(fresh, true)
+		r.gateQuietly(old, true)
 		ids := []string{r.say(fresh, "in the new room"), r.say(old, "in the rejoined room")}
 		time.Sleep(5 * time.Minute)
 		assert.Empty(t, r.h.allCalls())
-		assert.Zero(t, r.tap.count("next", fresh.ID), "the new room starts stopped")
+		assert.Zero(t, r.tap.servedNext(fresh.ID), "the new room starts stopped: it only probes")
 
+		r.gateQuietly(fresh, false)
+		r.gateQuietly(old, false)
 		r.tap.signal("play", "agent", "", "ctl-play-all")
 		time.Sleep(time.Minute)
 		require.NoError(t, stop())

@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
 )
 
 // turns is a Handler for control tests. Each call records the message,
@@ -348,4 +352,29 @@ func (r *rig) lastCorrelation(kind string) string {
 		}
 	}
 	return id
+}
+
+// gateQuietly closes (or opens) Band's stop gate for the agent in room
+// while the push that normally tells the shell is lost: /next answers 204
+// and posts 403 there, and the shell hears nothing. Tests that push a stop
+// of their own through the tap use it so that Band agrees with the shell,
+// as it always does outside a test: a stopped room still probes /next now
+// and then, and only Band's gate keeps those probes empty.
+func (w *world) gateQuietly(room fakeband.Room, closed bool) {
+	w.t.Helper()
+	w.band.InjectSocket(fakeband.SocketFault{Event: "agent.control", Nth: 1, Kind: fakeband.LosePush})
+	if closed {
+		require.NoError(w.t, w.band.StopRoom(room.ID))
+	} else {
+		require.NoError(w.t, w.band.PlayRoom(room.ID))
+	}
+}
+
+// probesOnly checks that a stopped room fetched nothing since the tap had
+// served it servedBefore messages, and asked /next at most probes times:
+// the probes of a stopped room, which Band's closed gate answers 204.
+func (r *rig) probesOnly(t *testing.T, room fakeband.Room, nextsBefore, servedBefore, probes int) {
+	t.Helper()
+	assert.Equal(t, servedBefore, r.tap.servedNext(room.ID), "no /next answer carried a message while stopped")
+	assert.LessOrEqual(t, r.tap.count("next", room.ID)-nextsBefore, probes, "only the stopped room's probes")
 }

@@ -72,6 +72,7 @@ func TestARoomScopePayloadWithARoomApplies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, ids, stop := twoBusyRooms(t, 30*time.Second)
 		r.tap.signal("stop", "room", r.rooms[0].ID, "")
+		r.gateQuietly(r.rooms[0], true)
 		time.Sleep(time.Minute)
 		require.NoError(t, stop())
 		require.Len(t, r.h.causes(ids[0]), 1)

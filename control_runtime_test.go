@@ -170,7 +170,7 @@ func TestStopSetsTheRoomStoppedAndCancelsTheHandler(t *testing.T) {
 		stop := r.run(nil)
 		require.NoError(t, r.band.StopRoom(room.ID))
 		time.Sleep(time.Second)
-		nexts := r.tap.count("next", room.ID)
+		nexts, served := r.tap.count("next", room.ID), r.tap.servedNext(room.ID)
 		later := r.say(room, "while stopped")
 		time.Sleep(5 * time.Minute)
 		require.NoError(t, stop())
@@ -180,27 +180,32 @@ func TestStopSetsTheRoomStoppedAndCancelsTheHandler(t *testing.T) {
 		assert.Equal(t, []bandonce.OutcomeKind{bandonce.Stopped}, r.out.of(id))
 		assert.Zero(t, r.countMarks(id, "processed"))
 		assert.Zero(t, r.h.callsOf(later), "the room stays stopped")
-		assert.Equal(t, nexts, r.tap.count("next", room.ID), "a stopped room asks nothing")
+		r.probesOnly(t, room, nexts, served, 6) // a stopped room only probes
 	})
 }
 
-// §5.1.8: the stop here comes without the platform's gate, so only the
-// shell's own flag keeps the handler from running.
+// §5.1.8: the stop here comes before the platform's gate closes (its
+// push outran the gate), so for a moment only the shell's own flag keeps
+// the handler from running: the room does not probe until the stop has
+// settled, and by then the gate is closed.
 func TestAStoppedRoomStartsNoHandlerForANewMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, 1, 0)
 		room := r.rooms[0]
 		stop := r.run(nil)
 		r.tap.signal("stop", "room", room.ID, "ctl-local-stop")
-		nexts := r.tap.count("next", room.ID)
+		nexts, served := r.tap.count("next", room.ID), r.tap.servedNext(room.ID)
 		id := r.say(room, "while stopped")
+		time.Sleep(time.Second)
+		assert.Equal(t, nexts, r.tap.count("next", room.ID), "the push only woke a stopped room")
+		r.gateQuietly(room, true)
 		time.Sleep(5 * time.Minute)
 		require.NoError(t, stop())
 
 		assert.Zero(t, r.h.callsOf(id))
 		assert.Empty(t, r.marksOf(id), "neither processing nor processed")
 		assert.Equal(t, fakeband.StatusDelivered, r.band.Status(r.agent.ID, id))
-		assert.Equal(t, nexts, r.tap.count("next", room.ID), "the push only woke a stopped room")
+		r.probesOnly(t, room, nexts, served, 6)
 	})
 }
 
@@ -235,12 +240,12 @@ func TestWhileStoppedTheLeftMessageIsNeverFetchedAgain(t *testing.T) {
 		stop := r.run(nil)
 		require.NoError(t, r.band.StopRoom(room.ID))
 		time.Sleep(time.Second)
-		nexts := r.tap.count("next", room.ID)
+		nexts, served := r.tap.count("next", room.ID), r.tap.servedNext(room.ID)
 		time.Sleep(10 * time.Minute) // ten resync intervals
 		require.NoError(t, stop())
 
 		assert.Equal(t, 1, r.h.callsOf(id))
-		assert.Equal(t, nexts, r.tap.count("next", room.ID))
+		r.probesOnly(t, room, nexts, served, 10)
 		assert.Equal(t, []string{"processing"}, r.marksOf(id))
 	})
 }
@@ -328,8 +333,9 @@ func TestStopDuringABacklogLeavesTheCurrentMessageAndTheRestUntouched(t *testing
 }
 
 // §5.1.15 and review finding (g): a stop mid-drain ends the drain. The
-// stop comes without the platform's gate, so /next would serve the
-// stopped message again if the room asked.
+// stop's push comes before the platform's gate closes, so /next would
+// serve the stopped message again if the room asked before the stop has
+// settled.
 func TestStopMidDrainDoesNotFetchTheStoppedMessageAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, 1, time.Minute)
@@ -338,12 +344,15 @@ func TestStopMidDrainDoesNotFetchTheStoppedMessageAgain(t *testing.T) {
 		r.say(room, "loop2")
 		stop := r.run(nil)
 		r.tap.signal("stop", "room", room.ID, "ctl-local-stop")
-		nexts := r.tap.count("next", room.ID)
+		nexts, served := r.tap.count("next", room.ID), r.tap.servedNext(room.ID)
+		time.Sleep(time.Second)
+		assert.Equal(t, nexts, r.tap.count("next", room.ID), "the drain broke off")
+		r.gateQuietly(room, true)
 		time.Sleep(10 * time.Minute)
 		require.NoError(t, stop())
 
 		assert.Equal(t, []string{id}, r.h.allCalls(), "the handler ran exactly once")
-		assert.Equal(t, nexts, r.tap.count("next", room.ID), "the drain broke off")
+		r.probesOnly(t, room, nexts, served, 10)
 		assert.Zero(t, r.countMarks(id, "processed"))
 		assert.Equal(t, fakeband.StatusProcessing, r.band.Status(r.agent.ID, id))
 	})

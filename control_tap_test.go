@@ -31,8 +31,9 @@ type tap struct {
 
 	mu       sync.Mutex
 	requests map[tapKey]int
-	joins    []string // topics the shell joined, in order, over every connection
-	live     *relay   // the shell's current connection, if any
+	served   map[string]int // per room: /next answers that carried a message
+	joins    []string       // topics the shell joined, in order, over every connection
+	live     *relay         // the shell's current connection, if any
 	// onControlJoined runs on the relay right after the reply to the
 	// shell's agent_control join has been passed on, before any other
 	// frame from Band: a push it makes lands while the shell connects.
@@ -50,7 +51,7 @@ type relay struct {
 }
 
 func newTap(w *world) *tap {
-	return &tap{t: w.t, w: w, rest: w.band.HTTPClient().Transport, requests: map[tapKey]int{}}
+	return &tap{t: w.t, w: w, rest: w.band.HTTPClient().Transport, requests: map[tapKey]int{}, served: map[string]int{}}
 }
 
 // config is the world's socket config with every request going through
@@ -67,12 +68,19 @@ func (tp *tap) RoundTrip(req *http.Request) (*http.Response, error) {
 	if strings.HasSuffix(req.URL.Path, "/socket/websocket") {
 		return (&memnet.Transport{Handler: http.HandlerFunc(tp.serveSocket)}).RoundTrip(req)
 	}
-	if k, ok := classify(req); ok {
+	k, ok := classify(req)
+	if ok {
 		tp.mu.Lock()
 		tp.requests[k]++
 		tp.mu.Unlock()
 	}
-	return tp.rest.RoundTrip(req)
+	resp, err := tp.rest.RoundTrip(req)
+	if ok && k.endpoint == "next" && err == nil && resp.StatusCode == http.StatusOK {
+		tp.mu.Lock()
+		tp.served[k.room]++
+		tp.mu.Unlock()
+	}
+	return resp, err
 }
 
 // classify reads the endpoint and room of an agent request on a room.
@@ -101,6 +109,13 @@ func (tp *tap) count(endpoint, room string) int {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	return tp.requests[tapKey{endpoint, room}]
+}
+
+// servedNext is how many of the room's /next answers carried a message.
+func (tp *tap) servedNext(room string) int {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return tp.served[room]
 }
 
 // joined returns the topics the shell joined, in order.

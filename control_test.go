@@ -100,7 +100,7 @@ func TestStopLeavesTheMessageAndPlayReplaysInOrder(t *testing.T) {
 		time.Sleep(time.Second)
 		h.setDelay(0)
 		during := []string{w.say(room, "while stopped 1"), w.say(room, "while stopped 2")}
-		synctest.Wait()
+		time.Sleep(5 * time.Second)                            // the pushes' probes: 204 behind the gate
 		nextBefore := w.band.Requests()[fakeband.EndpointNext] // before the other room wakes
 		elsewhere := w.say(other, "other room")
 		settle(10 * time.Minute)
@@ -111,7 +111,7 @@ func TestStopLeavesTheMessageAndPlayReplaysInOrder(t *testing.T) {
 		assert.Zero(t, len(w.replies(room)), "nothing posted in the stopped room")
 		assert.Equal(t, 1, w.repliesTo(other, bandonce.DefaultKey(elsewhere)), "other rooms are unaffected")
 		assert.Equal(t, 2, w.band.Requests()[fakeband.EndpointNext]-nextBefore,
-			"only the other room's drain (a message, then 204): the stopped room polls nothing")
+			"only the other room's drain (a message, then 204): the stopped room polls nothing but its hourly probe")
 
 		require.NoError(t, w.band.PlayRoom(room.ID))
 		settle(10 * time.Second)

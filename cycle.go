@@ -3,6 +3,7 @@ package bandonce
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // roomControl is the part of a room that control signals touch. The
@@ -12,9 +13,13 @@ import (
 type roomControl struct {
 	mu      sync.Mutex
 	stopped bool
-	probe   bool // a stopped room may ask /next once, to learn if a play was missed
-	cur     *cycle
-	wake    chan struct{} // buffered(1): a coalescing "look at /next now"
+	// stoppedAt is when the room last became stopped here, and lastProbe
+	// when it last asked /next while stopped (see mayFetch).
+	stoppedAt time.Time
+	lastProbe time.Time
+	probe     bool // evidence of a missed play: probe as soon as the stop has settled
+	cur       *cycle
+	wake      chan struct{} // buffered(1): a coalescing "look at /next now"
 }
 
 // cycle is one message's passage through the room, from the moment /next
@@ -35,20 +40,70 @@ func newRoomControl() *roomControl {
 	return &roomControl{wake: make(chan struct{}, 1)}
 }
 
-// mayFetch reports whether the room may ask /next now: always unless it is
-// stopped, and then once per requested probe (probe true).
-func (c *roomControl) mayFetch() (probe, ok bool) {
+// stopSettle is how long a room stays stopped before a /next that serves
+// a message is taken as proof that the stop was lifted. Band closes its
+// gate before it pushes the stop (the push trails it by tens of
+// milliseconds), so a served message normally proves a play the room did
+// not hear; the settle time keeps a stop whose push outran the gate from
+// being undone by a probe sent in that instant.
+const stopSettle = 2 * time.Second
+
+// mayFetch reports whether the room may ask /next at now. A room that is
+// not stopped always may. A stopped room asks only as a probe (probe
+// true): once its stop has settled, at once when there is evidence that a
+// play was missed (a reconnect, a message pushed while stopped), and
+// otherwise every interval, so that no lost or missed play can leave it
+// deaf for longer than that.
+func (c *roomControl) mayFetch(now time.Time, interval time.Duration) (probe, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case !c.stopped:
+	if !c.stopped {
 		return false, true
-	case c.probe:
-		c.probe = false
-		return true, true
-	default:
+	}
+	if now.Before(c.probeDueLocked(interval)) {
 		return false, false
 	}
+	c.probe, c.lastProbe = false, now
+	return true, true
+}
+
+// untilProbe is how long a stopped room waits before mayFetch lets it
+// probe; zero if it is not stopped (any more).
+func (c *roomControl) untilProbe(now time.Time, interval time.Duration) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stopped {
+		return 0
+	}
+	return max(c.probeDueLocked(interval).Sub(now), 0)
+}
+
+func (c *roomControl) probeDueLocked(interval time.Duration) time.Time {
+	due := c.lastProbe.Add(interval)
+	if c.probe {
+		due = c.lastProbe
+	}
+	if settled := c.stoppedAt.Add(stopSettle); due.Before(settled) {
+		due = settled
+	}
+	return due
+}
+
+// requestProbe asks a stopped room to probe /next as soon as its stop has
+// settled, and wakes it; a room that is not stopped just looks at /next.
+func (c *roomControl) requestProbe() {
+	c.mu.Lock()
+	c.probe = c.stopped
+	c.mu.Unlock()
+	c.poke()
+}
+
+// reprobe keeps a probe owed after it failed to get an answer. Unlike
+// requestProbe it does not wake the room: the room's backoff paces it.
+func (c *roomControl) reprobe() {
+	c.mu.Lock()
+	c.probe = c.stopped
+	c.mu.Unlock()
 }
 
 // begin opens the cycle of a message /next has just served, unless the
@@ -64,32 +119,6 @@ func (c *roomControl) begin() (*cycle, bool) {
 	}
 	c.cur = &cycle{}
 	return c.cur, true
-}
-
-// probeIfStopped lets a stopped room ask /next once more, as a slow safety
-// net for a play whose push was lost.
-func (c *roomControl) probeIfStopped() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped {
-		c.probe = true
-	}
-}
-
-// requestProbe lets a stopped room ask /next once and wakes it.
-func (c *roomControl) requestProbe() {
-	c.mu.Lock()
-	c.probe = true
-	c.mu.Unlock()
-	c.poke()
-}
-
-// reprobe keeps a probe owed after it failed to get an answer. Unlike
-// requestProbe it does not wake the room: the room's backoff paces it.
-func (c *roomControl) reprobe() {
-	c.mu.Lock()
-	c.probe = true
-	c.mu.Unlock()
 }
 
 // end closes the cycle; later signals find nothing in flight.
@@ -171,7 +200,7 @@ func (c *roomControl) interrupt() bool {
 func (c *roomControl) stop() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.stopped = true
+	c.setStopped(time.Now())
 	return c.signal(ErrStopped)
 }
 
@@ -194,10 +223,11 @@ func (c *roomControl) poke() {
 	}
 }
 
-func (c *roomControl) isStopped() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stopped
+// setStopped marks the room stopped as of now, unless it already was.
+func (c *roomControl) setStopped(now time.Time) {
+	if !c.stopped {
+		c.stopped, c.stoppedAt, c.lastProbe = true, now, now
+	}
 }
 
 // abortedBy reports whether cause aborted the cycle.

@@ -15,6 +15,10 @@
 //	if err != nil { ... }
 //	err = shell.Run(ctx)
 //
+// Run serves until ctx ends. For an agent run from cron, a CI job or a
+// serverless function, [Shell.Drain] answers what is waiting in every room
+// and returns by itself.
+//
 // # Guarantee
 //
 // Every message the agent receives ends processed (Band's only success

@@ -171,3 +171,34 @@ func ExampleDefaultKey() {
 	fmt.Println(bandonce.DefaultKey("5f0c"))
 	// Output: msg:5f0c
 }
+
+// A one-shot agent, as run from cron or a CI job: Drain answers what is
+// waiting in every room, then returns by itself. The context still bounds
+// the whole run.
+func ExampleShell_Drain() {
+	band := fakeband.New(fakeband.Options{})
+	defer band.Close()
+	agent, ada := band.AddAgent("batch"), band.AddHuman("ada")
+	for _, title := range []string{"one", "two", "three"} {
+		room := band.AddRoom(title, ada, agent.ID)
+		_, _ = band.Say(room.ID, ada.ID, "waiting in "+title, agent.ID)
+	}
+	shell, err := bandonce.New(bandonce.Config{
+		APIKey: agent.Key,
+		Handler: func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			return &bandonce.Reply{Content: "done: " + m.Body(), Mentions: []string{m.SenderID}}, nil
+		},
+		BaseURL: band.BaseURL(), SocketURL: band.SocketURL(), HTTPClient: band.HTTPClient(),
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := shell.Drain(ctx)
+	fmt.Println("drained:", res.Drained, "err:", err)
+	fmt.Println("rooms:", res.Rooms, "replied:", res.Settled[bandonce.Replied], "stopped:", len(res.Stopped))
+	// Output:
+	// drained: true err: <nil>
+	// rooms: 3 replied: 3 stopped: 0
+}

@@ -28,9 +28,10 @@ type room struct {
 	// succeeded: the next delivery consumes them without a handler.
 	consumeOnServe map[string]bool
 
-	errStreak int    // consecutive rounds that ended in an error, for backoff
-	lastStale string // a message /next served though Band says it is done
-	gone      bool   // Band says the agent is not in this room (404)
+	errStreak     int    // consecutive rounds that ended in an error, for backoff
+	lastStale     string // a message /next served though Band says it is done
+	gone          bool   // Band says the agent is not in this room (404)
+	stopAnnounced bool   // the log already says this room waits for play
 }
 
 // step is how one round of the room ended, and so what it does next.
@@ -57,6 +58,7 @@ func newRoom(s *Shell, id string) *room {
 // gone; a handler in flight is bounded by hard.
 func (r *room) run(fetch, hard context.Context) {
 	defer r.s.dropRoom(r)
+	defer r.oneShot(func(d *drainTracker) { d.gone(r) })
 	for fetch.Err() == nil {
 		wait := r.drain(fetch, hard)
 		if r.gone || fetch.Err() != nil {
@@ -67,10 +69,12 @@ func (r *room) run(fetch, hard context.Context) {
 		case <-fetch.Done():
 		case <-r.ctl.wake:
 		case <-t.C:
-			if !r.s.socketUp.Load() {
-				// No socket, no play push: a stopped room learns that
-				// its gate opened only by asking /next now and then.
-				r.ctl.probeIfStopped()
+			// A wake-up that came with the timer is served by the same
+			// look; left in the channel it would make a second one, on
+			// the scheduler's whim.
+			select {
+			case <-r.ctl.wake:
+			default:
 			}
 		}
 		t.Stop()
@@ -86,17 +90,24 @@ func (r *room) drain(fetch, hard context.Context) time.Duration {
 			r.errStreak = 0
 		case stepIdle:
 			r.errStreak = 0
+			r.oneShot(func(d *drainTracker) { d.idle(r, false) })
 			return r.s.idleWait()
 		case stepBackoff:
 			r.errStreak++
+			r.oneShot(func(d *drainTracker) { d.busy(r) })
 			return r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, r.errStreak)
 		case stepStopped:
-			// With the socket up, play wakes the room; without it, a
-			// slow probe is the only way to learn the gate opened.
-			if r.ctl.isStopped() {
+			// Play wakes the room; a probe now and then covers a play
+			// whose push never arrived.
+			wait := r.ctl.untilProbe(time.Now(), r.s.cfg.ResyncInterval)
+			if wait > 0 && !r.stopAnnounced {
 				r.s.log.Info("bandonce: room stopped; waiting for play", "room", r.id)
 			}
-			return r.s.cfg.ResyncInterval
+			r.stopAnnounced = wait > 0
+			if wait > 0 {
+				r.oneShot(func(d *drainTracker) { d.idle(r, true) })
+			}
+			return wait
 		case stepGone:
 			r.gone = true
 			return 0
@@ -114,7 +125,7 @@ func (r *room) round(fetch, hard context.Context) step {
 	}
 	defer func() { <-r.s.slots }()
 
-	probe, ok := r.ctl.mayFetch()
+	probe, ok := r.ctl.mayFetch(time.Now(), r.s.cfg.ResyncInterval)
 	if !ok {
 		return stepStopped
 	}
@@ -133,6 +144,7 @@ func (r *room) round(fetch, hard context.Context) step {
 		}
 		return stepIdle
 	}
+	r.oneShot(func(d *drainTracker) { d.busy(r) })
 	if probe {
 		// A served message proves the platform's gate is open again: the
 		// play that opened it was lost.
@@ -165,6 +177,16 @@ func (r *room) failed(what string, err error) step {
 	return stepBackoff
 }
 
+// oneShot tells a Drain run's tracker about the room, if one is running.
+func (r *room) oneShot(tell func(*drainTracker)) {
+	r.s.mu.Lock()
+	d := r.s.oneShot
+	r.s.mu.Unlock()
+	if d != nil {
+		tell(d)
+	}
+}
+
 // idleWait is how long an idle room sleeps before asking /next again:
 // pushes wake it while the socket is up, so then it only resyncs slowly.
 func (s *Shell) idleWait() time.Duration {
@@ -182,6 +204,12 @@ func (s *Shell) markCtx(ctx context.Context) (context.Context, context.CancelFun
 }
 
 func (s *Shell) emit(o Outcome) {
+	s.mu.Lock()
+	d := s.oneShot
+	s.mu.Unlock()
+	if d != nil {
+		d.count(o.Kind)
+	}
 	if o.Kind == DeadLettered && s.cfg.Hooks.DeadLetter != nil {
 		s.cfg.Hooks.DeadLetter(o)
 	}

@@ -28,6 +28,7 @@ type Shell struct {
 	slots  chan struct{} // one token per room handling a message
 
 	jitterSeed uint64
+	relist     chan struct{} // buffered(1): list the rooms now (see watchRooms)
 	running    atomic.Bool
 	socketUp   atomic.Bool    // pushes are flowing: idle rooms only resync slowly
 	socketDone sync.WaitGroup // the socket's goroutine
@@ -41,6 +42,7 @@ type Shell struct {
 	fatal        context.CancelCauseFunc // ends Run with an error
 	work         sync.WaitGroup          // room goroutines
 	run          runContexts
+	oneShot      *drainTracker // set while Drain runs
 }
 
 // runContexts are the two lifetimes of one Run: fetching stops when fetch
@@ -77,6 +79,7 @@ func New(cfg Config) (*Shell, error) {
 		jitter:     core.NewJitter(seed + 1),
 		log:        s.Logger,
 		slots:      make(chan struct{}, s.MaxConcurrentRooms),
+		relist:     make(chan struct{}, 1),
 		rooms:      make(map[string]*room),
 	}, nil
 }
@@ -89,7 +92,10 @@ var ErrAlreadyRunning = errors.New("bandonce: Run already in progress")
 // lets running handlers finish for up to ShutdownTimeout, then cancels them
 // with ErrShutdown; it returns nil after every goroutine it started has
 // ended. Nothing is marked on shutdown.
-func (s *Shell) Run(ctx context.Context) error {
+func (s *Shell) Run(ctx context.Context) error { return s.serve(ctx, nil) }
+
+// serve is Run, and Drain when oneShot is set.
+func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
@@ -100,11 +106,14 @@ func (s *Shell) Run(ctx context.Context) error {
 	hard, cancelHard := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelHard(nil)
 	s.mu.Lock()
-	s.fatal, s.run = fail, runContexts{fetch: fetch, hard: hard}
+	s.fatal, s.run, s.oneShot = fail, runContexts{fetch: fetch, hard: hard}, oneShot
 	s.mu.Unlock()
 
 	err := s.start(fetch)
 	if err == nil {
+		if oneShot != nil {
+			oneShot.arm(fetch, fail)
+		}
 		<-fetch.Done()
 		err = context.Cause(fetch)
 	}
@@ -112,7 +121,10 @@ func (s *Shell) Run(ctx context.Context) error {
 		cancelHard(ErrSuperseded)
 	}
 	s.drain(cancelHard)
-	if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+	switch {
+	case errors.Is(err, errDrained):
+		return nil // every room drained: a one-shot run's end
+	case ctx.Err() != nil && errors.Is(err, context.Cause(ctx)):
 		return nil // the caller ended Run: a clean shutdown
 	}
 	return err
@@ -154,6 +166,13 @@ func (s *Shell) start(ctx context.Context) error {
 	}
 	for _, id := range ids {
 		s.addRoom(id)
+	}
+	if len(s.cfg.Rooms) == 0 {
+		s.work.Add(1)
+		go func() {
+			defer s.work.Done()
+			s.watchRooms(ctx)
+		}()
 	}
 	return nil
 }
@@ -198,15 +217,21 @@ func asFatal(err error) error {
 	return nil
 }
 
-// addRoom starts serving a room unless it already is.
-func (s *Shell) addRoom(id string) {
+// addRoom starts serving a room unless it already is; it reports whether
+// it did.
+func (s *Shell) addRoom(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.rooms[id]; ok || s.run.fetch == nil || s.run.fetch.Err() != nil {
-		return
+		return false
 	}
 	r := newRoom(s, id)
-	r.ctl.stopped = s.agentStopped
+	if s.agentStopped {
+		r.ctl.setStopped(time.Now())
+	}
+	if s.oneShot != nil {
+		s.oneShot.add(r)
+	}
 	fetch, cancel := context.WithCancelCause(s.run.fetch)
 	r.leave = cancel
 	s.rooms[id] = r
@@ -219,6 +244,7 @@ func (s *Shell) addRoom(id string) {
 		defer cancel(nil)
 		r.run(fetch, s.run.hard)
 	}()
+	return true
 }
 
 // errRoomRemoved ends a room's loop when the agent leaves the room.
@@ -277,7 +303,7 @@ func (s *Shell) drain(cancelHard context.CancelCauseFunc) {
 	}
 	s.mu.Lock()
 	s.rooms = make(map[string]*room)
-	s.sock, s.seen, s.agentStopped = nil, nil, false
+	s.sock, s.seen, s.agentStopped, s.oneShot = nil, nil, false, nil
 	s.mu.Unlock()
 }
 

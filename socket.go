@@ -27,7 +27,12 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 		OnConnected: func() {
 			s.socketUp.Store(true)
 			s.catchUp()
-			once.Do(func() { close(connected) })
+			reconnected := true
+			once.Do(func() { reconnected = false; close(connected) })
+			if reconnected {
+				// room_added pushes sent while the socket was down are lost.
+				s.relistRooms()
+			}
 		},
 		OnDisconnected: func(err error) {
 			s.socketUp.Store(false)
@@ -68,17 +73,13 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 }
 
 // catchUp runs after every (re)connect: pushes sent while the socket was
-// down are not replayed, so each room asks /next. A room stopped here
-// makes one probe, since a play may have been lost while disconnected.
+// down are not replayed, so each room asks /next, a stopped room as a
+// probe, since a play may have been lost while disconnected.
 func (s *Shell) catchUp() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.rooms {
-		if r.ctl.isStopped() {
-			r.ctl.requestProbe()
-		} else {
-			r.ctl.poke()
-		}
+		r.ctl.requestProbe()
 	}
 }
 
@@ -114,5 +115,7 @@ func (r *room) onRoomEvent(event string, payload json.RawMessage) {
 	if json.Unmarshal(payload, &p) == nil && p.SenderType == "Agent" && p.SenderID == r.s.agentID() {
 		return // the echo of our own post
 	}
-	r.ctl.poke()
+	// In a stopped room a new message is also a reason to probe: if Band
+	// serves it, the play that reopened the room was lost.
+	r.ctl.requestProbe()
 }

@@ -42,7 +42,19 @@
 //
 // A signal "reached the agent" when the agent read its push from the
 // socket at once; late, lost and undeliverable pushes only ever excuse an
-// outcome, never convict one.
+// outcome, never convict one. The engine sees a push arrive by its
+// correlation id in what the agent reads, not by the first bytes read
+// after it was sent, which may be another late push queued ahead of it.
+//
+// An interrupt applies to the turn in flight when its push reaches the
+// agent. Band's push names no turn (its execution_id names the agent's
+// execution in the room, not a message), so no agent can tell an
+// interrupt sent for a turn that has since ended from one sent for the
+// turn now running, and Band's own SDK aborts whatever is in flight. A
+// message consumed without its reply is therefore not lost when an
+// interrupt that can have reached the agent falls inside its cycle, from
+// the interrupt's sending to its arrival; the receipt counts those
+// messages apart ("interrupted").
 //
 // # Assumptions
 //

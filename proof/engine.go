@@ -67,6 +67,7 @@ type sim struct {
 
 	messages []*sentMessage
 	controls []*controlRecord
+	arrivals pushArrivals // control pushes that reached the agent, by correlation id
 	faults   map[string]int
 	quietAt  int
 	failure  *Violation // an engine-level violation (quiet, lifecycle)
@@ -92,9 +93,10 @@ type controlRecord struct {
 	Lost  bool
 	Until int
 	Final bool
-	// late push not seen yet: the agent's socket byte count before it.
-	waiting     bool
-	bytesBefore int64
+	// CorrelationID is the push's, by which the engine sees it arrive.
+	CorrelationID string
+	// waiting: a late push not seen yet.
+	waiting bool
 	// InFlight are the reply POSTs that had left the agent when the
 	// signal was sent; they may land after it without breaking anything.
 	InFlight []*sendRecord
@@ -106,7 +108,11 @@ func newSim(s *Schedule, opts Options) *sim {
 	sm.agent = b.AddAgent("prover")
 	sm.human = b.AddHuman("ada")
 	for i := range max(s.Rooms, 1) {
-		sm.rooms = append(sm.rooms, b.AddRoom(fmt.Sprintf("room %d", i+1), sm.human, sm.agent.ID))
+		members := []string{sm.agent.ID}
+		if s.joinsLater(i) {
+			members = nil
+		}
+		sm.rooms = append(sm.rooms, b.AddRoom(fmt.Sprintf("room %d", i+1), sm.human, members...))
 	}
 	// A stamp costs a copy of the fake's event log, so reply sends are
 	// only stamped when the schedule interrupts (the one invariant that
@@ -132,12 +138,15 @@ func (s *sim) trace(format string, args ...any) {
 func noStamp() int { return 0 }
 
 // stamp is the fake's current event sequence number.
-func (s *sim) stamp() int {
+func (s *sim) stamp() int { return s.lastEvent().Seq }
+
+// lastEvent is the fake's latest event, or the zero Event.
+func (s *sim) lastEvent() fakeband.Event {
 	ev := s.band.Events()
 	if len(ev) == 0 {
-		return 0
+		return fakeband.Event{}
 	}
-	return ev[len(ev)-1].Seq
+	return ev[len(ev)-1]
 }
 
 func (s *sim) run() Result {
@@ -283,12 +292,13 @@ func (s *sim) playStopped() bool {
 	return played
 }
 
-// notePushes records the arrival of late control pushes: with the
-// writer held for the late push, the first bytes the agent reads after
-// it are that push.
+// notePushes records the arrival of late control pushes, by their
+// correlation ids in what the agent read. A push queued behind another
+// late one arrives after it, so the first bytes read since it was sent
+// need not be it.
 func (s *sim) notePushes() {
 	for _, c := range s.controls {
-		if c.waiting && s.life.socketBytes.Load() > c.bytesBefore {
+		if c.waiting && s.arrivals.arrived(c.CorrelationID) {
 			c.waiting, c.Until = false, s.stamp()
 		}
 	}

@@ -172,6 +172,10 @@ func (s *sim) apply(ev Event) {
 		s.band.InjectSocket(fakeband.SocketFault{Event: ev.PushEvent, Nth: 1, Kind: socketFault(ev.Push), Delay: ev.Delay})
 	case Supersede:
 		s.supersede()
+	case Join:
+		if s.band.AddParticipant(s.rooms[s.room(ev.Room)].ID, s.agent.ID) == nil {
+			s.faults["room_joined"]++
+		}
 	}
 }
 
@@ -222,10 +226,6 @@ func (s *sim) control(ev Event, final bool) {
 		s.band.InjectSocket(fakeband.SocketFault{Event: "agent.control", Nth: 1, Kind: socketFault(ev.Push), Delay: ev.Delay})
 	}
 	rec.InFlight = s.gate.inFlightSends(roomID)
-	var before int64
-	if s.life != nil {
-		before = s.life.socketBytes.Load()
-	}
 	var err error
 	switch ev.Kind {
 	case Interrupt:
@@ -238,18 +238,19 @@ func (s *sim) control(ev Event, final bool) {
 	if err != nil {
 		return
 	}
-	rec.Seq = s.stamp()
+	action := s.lastEvent() // the fake records the action, then pushes it
+	rec.Seq, rec.CorrelationID = action.Seq, action.Detail
 	synctest.Wait() // the push travels, if it can
 	rec.Until = rec.Seq
 	switch {
 	case !open || ev.Push == PushLost:
 		rec.Lost = true
-	case ev.Push != PushLate && s.life.socketBytes.Load() > before:
+	case ev.Push != PushLate && s.arrivals.arrived(rec.CorrelationID):
 		rec.Delivered = true
 	default:
 		// Late, or queued behind a late push: it arrives when the agent
-		// next reads from its socket.
-		rec.waiting, rec.bytesBefore, rec.Until = true, before, int(^uint(0)>>1)
+		// reads it from its socket, if ever.
+		rec.waiting, rec.Until = true, int(^uint(0)>>1)
 	}
 	s.controls = append(s.controls, rec)
 	s.trace("%s room %d at seq %d: delivered=%v lost=%v in-flight posts=%d", ev.Kind, rec.Room+1, rec.Seq, rec.Delivered, rec.Lost, len(rec.InFlight))

@@ -23,6 +23,9 @@ type GenOptions struct {
 	RepliesOnly bool
 	// NoControl leaves out interrupts, stops and plays.
 	NoControl bool
+	// NoJoins leaves out rooms the agent joins during the run, for
+	// agents that only serve the rooms they find at start-up.
+	NoJoins bool
 	// DurableShare is the share of schedules with a durable ledger; zero
 	// means 0.3, negative means none.
 	DurableShare float64
@@ -70,6 +73,20 @@ func Random(seed int64, g GenOptions) *Schedule {
 	s := &Schedule{Seed: seed, Name: fmt.Sprintf("random seed %d", seed), Rooms: between(g.MinRooms, g.MaxRooms)}
 	s.Durable = g.DurableShare > 0 && r.Float64() < g.DurableShare
 
+	// Now and then the agent joins a room (never the first) during the
+	// run, and now and then the push that announces it is lost.
+	joinAt := make([]int, s.Rooms)
+	var joins []Event
+	for room := 1; room < s.Rooms; room++ {
+		if r.IntN(8) == 0 && !g.NoJoins {
+			joinAt[room] = 1 + r.IntN(8)
+			if r.IntN(2) == 0 {
+				joins = append(joins, Event{At: joinAt[room], Kind: PushFault, PushEvent: "room_added", Push: PushLost})
+			}
+			joins = append(joins, Event{At: joinAt[room], Kind: Join, Room: room})
+		}
+	}
+
 	var says []Event
 	total := 0
 	for room := range s.Rooms {
@@ -88,7 +105,9 @@ func Random(seed int64, g GenOptions) *Schedule {
 	// this span mostly land while there is work in flight.
 	span := 3 + s.Rooms + 4*total
 	for i := range says {
-		if r.IntN(4) == 0 {
+		if late := joinAt[says[i].Room]; late > 0 {
+			says[i].At = between(late, max(span, late))
+		} else if r.IntN(4) == 0 {
 			says[i].At = between(1, span)
 		}
 	}
@@ -96,7 +115,7 @@ func Random(seed int64, g GenOptions) *Schedule {
 	for range r.IntN(g.MaxFaults + 1) {
 		faults = append(faults, drawFault(r, s.Rooms, span, g)...)
 	}
-	s.Events = append(says, faults...)
+	s.Events = append(append(joins, says...), faults...)
 	slices.SortStableFunc(s.Events, func(a, b Event) int { return a.At - b.At })
 	return s
 }
@@ -195,7 +214,7 @@ func drawFault(r *rand.Rand, rooms, span int, g GenOptions) []Event {
 		ev.Endpoint, ev.Kind, ev.After, ev.Room = "", Stop, after(), r.IntN(rooms)
 		ev.Push, ev.Delay = push(true)
 		play := Event{At: at + 1 + r.IntN(10), After: after(), Kind: Play, Room: ev.Room}
-		play.Push, play.Delay = push(false)
+		play.Push, play.Delay = push(true)
 		return []Event{ev, play}
 	case x < 88:
 		// A play missed while disconnected: the socket drops and the

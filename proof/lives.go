@@ -21,8 +21,9 @@ type life struct {
 	// it may stop on its own.
 	superseded bool
 
-	socketBytes atomic.Int64 // bytes the agent read from its sockets
-	socketsOpen atomic.Int32 // its socket connections that are up
+	socketBytes atomic.Int64  // bytes the agent read from its sockets
+	socketsOpen atomic.Int32  // its socket connections that are up
+	arrivals    *pushArrivals // the sim's: control pushes the agent read
 }
 
 func (l *life) exited() bool {
@@ -37,7 +38,7 @@ func (l *life) exited() bool {
 // startLife starts a fresh agent from the factory on the same fake.
 func (s *sim) startLife() {
 	s.lives++
-	l := &life{n: s.lives, done: make(chan struct{}), dead: make(chan struct{})}
+	l := &life{n: s.lives, done: make(chan struct{}), dead: make(chan struct{}), arrivals: &s.arrivals}
 	l.ext = s.world.forLife(l.n)
 	env := Env{
 		HTTPClient: &http.Client{Transport: &transport{g: s.gate, l: l}},

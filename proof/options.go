@@ -72,6 +72,10 @@ type Result struct {
 	// DoublePosts counts replies beyond the first for a key; Lost the
 	// messages left pending or processed without their due reply.
 	DoublePosts, Lost int
+	// Interrupted counts the messages whose reply was due but which an
+	// interrupt that reached their turn consumed first: not lost, since
+	// consuming is what an interrupt asks for.
+	Interrupted int
 	// Faults counts the faults and control actions that fired.
 	Faults map[string]int
 	// Messages, Replies and Requests are totals from the fake's ground

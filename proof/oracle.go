@@ -59,6 +59,7 @@ type judgement struct {
 	found            map[Invariant]*Violation
 	doublePosts      int // replies beyond the first, per key
 	lost             int // messages left pending or without their due reply
+	interrupted      int // messages an interrupt consumed before their due reply
 }
 
 func (v *judgement) check(inv Invariant) { v.checks[inv]++ }
@@ -95,7 +96,7 @@ func (s *sim) judge() Result {
 	}
 	res := Result{
 		Schedule: s.sched, Violation: v.first(), Found: v.found, Checks: v.checks, Violations: v.violated, Faults: s.firedFaults(),
-		DoublePosts: v.doublePosts, Lost: v.lost,
+		DoublePosts: v.doublePosts, Lost: v.lost, Interrupted: v.interrupted,
 		Messages: len(s.messages), Lives: s.lives, Released: s.released, QuietAt: s.quietAt,
 	}
 	for _, ps := range t.posts {
@@ -166,7 +167,9 @@ func (t *truth) outcomes(v *judgement) {
 		case m.Spec.Outcome.repliesEventually() && m.Spec.Fails < t.s.opts.MaxAttempts:
 			v.check(AbortsUncharged)
 			switch {
-			case len(posts) > 0 && posts[0].Seq < done, excused:
+			case len(posts) > 0 && posts[0].Seq < done:
+			case excused:
+				v.interrupted++
 			case len(posts) > 0:
 				v.fail(OneOutcome, "%s was marked processed before its reply was posted", m.Spec.Label)
 			case t.s.opts.RepliesOptional && (m.Spec.Fails == 0 || !t.failedBefore(m.ID, done)):

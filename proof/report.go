@@ -21,6 +21,10 @@ type Report struct {
 	MasterSeed int64  `json:"master_seed"`
 	Mode       string `json:"mode"`
 	Schedules  int    `json:"schedules"`
+	// MasterSeeds are every master seed run (MasterSeed is the first),
+	// each with SchedulesPerSeed schedules.
+	MasterSeeds      []int64 `json:"master_seeds"`
+	SchedulesPerSeed int     `json:"schedules_per_seed"`
 	// GoVersion, Module, ModuleVersion and Revision say what was built.
 	GoVersion     string `json:"go_version"`
 	Module        string `json:"module"`
@@ -45,6 +49,10 @@ type Report struct {
 	// LostMessages the messages left pending or without their due reply.
 	DoublePosts  int `json:"double_posts"`
 	LostMessages int `json:"lost_messages"`
+	// Interrupted counts the messages an interrupt consumed before their
+	// due reply: an interrupt applies to the turn in flight when its push
+	// reaches the agent, since the push names no turn.
+	Interrupted int `json:"interrupted_messages"`
 	// Exhaustive says what an exhaustive run enumerated.
 	Exhaustive *Coverage `json:"exhaustive,omitempty"`
 	// Violating counts the schedules that broke an invariant; First is
@@ -91,7 +99,11 @@ type Failure struct {
 }
 
 func newReport(cfg RunConfig) *Report {
-	r := &Report{MasterSeed: cfg.Seed, GoVersion: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, Ledger: cfg.Ledger}
+	r := &Report{MasterSeed: cfg.Seed, MasterSeeds: []int64{cfg.Seed}, GoVersion: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, Ledger: cfg.Ledger}
+	if !cfg.Exhaustive {
+		r.MasterSeeds, r.SchedulesPerSeed = cfg.masterSeeds(), cfg.Schedules
+		r.MasterSeed = r.MasterSeeds[0]
+	}
 	r.Module, r.ModuleVersion, r.Revision = "github.com/band-once/bandonce", "unknown", "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if bi.Main.Path != "" {
@@ -121,20 +133,24 @@ func newReport(cfg RunConfig) *Report {
 		if cfg.ExhaustiveMessages <= 0 {
 			r.Mode = "exhaustive: every single and double kill point (both kinds) over 1 room, 1–3 messages"
 		}
-		r.Replay = replayCommand(cfg, cfg.Seed, 0)
+		r.Replay = replayCommand(cfg, 0, cfg.Seed)
 	} else {
 		g := cfg.Gen.withDefaults()
 		r.Mode = fmt.Sprintf("random: %d–%d rooms, %d–%d messages each, up to %d faults or control actions",
 			g.MinRooms, g.MaxRooms, g.MinMessages, g.MaxMessages, g.MaxFaults)
-		r.Replay = replayCommand(cfg, cfg.Seed, cfg.Schedules)
+		r.Replay = replayCommand(cfg, cfg.Schedules, r.MasterSeeds...)
 	}
 	return r
 }
 
 // replayCommand is the command line that reruns the run (or one
-// schedule of it).
-func replayCommand(cfg RunConfig, seed int64, schedules int) string {
-	cmd := fmt.Sprintf("go run ./cmd/proof -seed %d", seed)
+// schedule of it) from its master seeds.
+func replayCommand(cfg RunConfig, schedules int, seeds ...int64) string {
+	list := make([]string, len(seeds))
+	for i, s := range seeds {
+		list[i] = fmt.Sprint(s)
+	}
+	cmd := "go run ./cmd/proof -seed " + strings.Join(list, ",")
 	if cfg.Exhaustive {
 		cmd += " -exhaustive"
 	} else {
@@ -162,6 +178,7 @@ func (r *Report) add(a *aggregate) {
 	}
 	r.Messages, r.Replies, r.Requests, r.Lives = a.messages, a.replies, a.requests, a.lives
 	r.DoublePosts, r.LostMessages, r.Violating, r.Durable = a.doublePosts, a.lost, a.violating, a.durable
+	r.Interrupted = a.interrupted
 	for _, l := range a.lines {
 		r.Lines = append(r.Lines, l.line)
 	}
@@ -183,10 +200,10 @@ func describeFailure(t *testing.T, cfg RunConfig, bad *Result) *Failure {
 	f := &Failure{
 		Seed: bad.Schedule.Seed, Schedule: bad.Schedule.Name, Invariant: v.Invariant, Reason: v.Reason,
 		WitnessOf: len(bad.Schedule.Events),
-		Replay:    replayCommand(cfg, bad.Schedule.Seed, 1),
+		Replay:    replayCommand(cfg, 1, bad.Schedule.Seed),
 	}
 	if cfg.Exhaustive {
-		f.Replay = replayCommand(cfg, cfg.Seed, 0)
+		f.Replay = replayCommand(cfg, 0, cfg.Seed)
 	}
 	if res.Violation != nil {
 		f.Reason = res.Violation.Reason // the reason as the witness shows it
@@ -204,11 +221,15 @@ func describeFailure(t *testing.T, cfg RunConfig, bad *Result) *Failure {
 
 // FinalLine is the receipt's last line.
 func (r *Report) FinalLine() string {
-	if r.Held {
-		return fmt.Sprintf("exactly-once held across %d schedules: %d double-posts, %d lost messages", r.Schedules, r.DoublePosts, r.LostMessages)
+	across := fmt.Sprintf("%d schedules", r.Schedules)
+	if n := len(r.MasterSeeds); n > 1 {
+		across += fmt.Sprintf(" from %d master seeds", n)
 	}
-	return fmt.Sprintf("exactly-once did NOT hold across %d schedules: %d double-posts, %d lost messages, %d schedules violated an invariant",
-		r.Schedules, r.DoublePosts, r.LostMessages, r.Violating)
+	if r.Held {
+		return fmt.Sprintf("exactly-once held across %s: %d double-posts, %d lost messages", across, r.DoublePosts, r.LostMessages)
+	}
+	return fmt.Sprintf("exactly-once did NOT hold across %s: %d double-posts, %d lost messages, %d schedules violated an invariant",
+		across, r.DoublePosts, r.LostMessages, r.Violating)
 }
 
 // timingPrefixes mark the receipt's lines that depend on the machine.
@@ -230,9 +251,19 @@ func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-21s%s\n", k, fmt.Sprintf(format, args...)) }
 	b.WriteString("band-once kill-storm prover: receipt\n")
-	row("master seed", "%d", r.MasterSeed)
-	row("mode", "%s", r.Mode)
-	row("schedules", "%d", r.Schedules)
+	if len(r.MasterSeeds) > 1 {
+		seeds := make([]string, len(r.MasterSeeds))
+		for i, s := range r.MasterSeeds {
+			seeds[i] = fmt.Sprint(s)
+		}
+		row("master seeds", "%s", strings.Join(seeds, ", "))
+		row("mode", "%s", r.Mode)
+		row("schedules", "%d (%d per master seed)", r.Schedules, r.SchedulesPerSeed)
+	} else {
+		row("master seed", "%d", r.MasterSeed)
+		row("mode", "%s", r.Mode)
+		row("schedules", "%d", r.Schedules)
+	}
 	row("go", "%s", r.GoVersion)
 	row("module", "%s %s, revision %s", r.Module, r.ModuleVersion, r.Revision)
 	row("ledger", "%s", r.Ledger)
@@ -251,6 +282,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  %-27s%8d %9d\n", c.Name, c.Checked, c.Violated)
 	}
 	row("totals", "%d messages, %d replies, %d HTTP requests, %d agent lives", r.Messages, r.Replies, r.Requests, r.Lives)
+	row("interrupted", "%d messages consumed unanswered by an interrupt that reached their turn", r.Interrupted)
+	row("", "(a push names no turn: it applies to the one in flight when it arrives)")
 	if c := r.Exhaustive; c != nil {
 		row("exhaustive coverage", "%d distinct schedules: %d baselines, %d single-kill, %d double-kill over %d kill points",
 			c.Total, c.Baselines, c.Singles, c.Pairs, c.KillPoints)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/band-once/bandonce/fakeband"
@@ -120,21 +121,79 @@ func markerKey(content string) (string, bool) {
 	return last[len(prefix) : len(last)-len(suffix)], true
 }
 
-// socketConn counts what the agent reads from one socket connection, so
-// the engine can tell whether a push reached it.
+// socketConn counts what the agent reads from one socket connection, and
+// notes the correlation id of every control push in it, so the engine can
+// tell whether and when a push reached the agent.
 type socketConn struct {
 	rwc    io.ReadWriteCloser
 	l      *life
 	closed atomic.Bool
+	carry  []byte // the end of the last read, in case an id spans two
 }
 
 func (c *socketConn) Read(p []byte) (int, error) {
 	n, err := c.rwc.Read(p)
 	c.l.socketBytes.Add(int64(n))
+	if n > 0 {
+		c.noteCorrelationIDs(p[:n])
+	}
 	if err != nil {
 		c.markClosed()
 	}
 	return n, err
+}
+
+// correlationField precedes a control push's id in its frame, as the fake
+// encodes it (server frames are neither masked nor compressed).
+var correlationField = []byte(`"correlation_id":"`)
+
+// maxCorrelationID bounds the ids the scan looks for; the fake's are
+// "ctl-" and a number.
+const maxCorrelationID = 32
+
+func (c *socketConn) noteCorrelationIDs(read []byte) {
+	data := append(c.carry, read...)
+	for {
+		i := bytes.Index(data, correlationField)
+		if i < 0 {
+			break
+		}
+		rest := data[i+len(correlationField):]
+		j := bytes.IndexByte(rest, '"')
+		if j < 0 {
+			if len(rest) > maxCorrelationID {
+				data = rest // not an id the fake sends; skip it
+				continue
+			}
+			break // the id goes on in the next read
+		}
+		c.l.arrivals.note(string(rest[:j]))
+		data = rest[j:]
+	}
+	keep := min(len(data), len(correlationField)+maxCorrelationID)
+	c.carry = append(c.carry[:0], data[len(data)-keep:]...)
+}
+
+// pushArrivals are the correlation ids of the control pushes that reached
+// the agent, in any of its lives.
+type pushArrivals struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (a *pushArrivals) note(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seen == nil {
+		a.seen = make(map[string]bool)
+	}
+	a.seen[id] = true
+}
+
+func (a *pushArrivals) arrived(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return id != "" && a.seen[id]
 }
 
 func (c *socketConn) Write(p []byte) (int, error) { return c.rwc.Write(p) }

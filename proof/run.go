@@ -15,6 +15,10 @@ type RunConfig struct {
 	// Seed is the master seed. Random schedule i has seed Seed+i, so
 	// "-seed S+i -schedules 1" replays it alone.
 	Seed int64
+	// Seeds, if set, are the master seeds to run instead of Seed, each
+	// with Schedules random schedules: a receipt that holds for one seed
+	// can be luck.
+	Seeds []int64
 	// Schedules is how many random schedules to run.
 	Schedules int
 	// Exhaustive runs the exhaustive kill-point enumeration instead of
@@ -62,7 +66,10 @@ func Run(t *testing.T, cfg RunConfig) *Report {
 		agg, cov = runExhaustive(t, cfg)
 		rep.Exhaustive = &cov
 	} else {
-		agg = runAll(t, cfg, cfg.Schedules, func(i int) *Schedule { return Random(cfg.Seed+int64(i), cfg.Gen) })
+		seeds := cfg.masterSeeds()
+		agg = runAll(t, cfg, len(seeds)*cfg.Schedules, func(i int) *Schedule {
+			return Random(seeds[i/cfg.Schedules]+int64(i%cfg.Schedules), cfg.Gen)
+		})
 	}
 	rep.add(agg)
 	if agg.firstBad != nil {
@@ -70,6 +77,14 @@ func Run(t *testing.T, cfg RunConfig) *Report {
 	}
 	rep.finish(time.Since(start))
 	return rep
+}
+
+// masterSeeds are the master seeds a random run covers.
+func (cfg RunConfig) masterSeeds() []int64 {
+	if len(cfg.Seeds) > 0 {
+		return cfg.Seeds
+	}
+	return []int64{cfg.Seed}
 }
 
 // aggregate sums the results of many schedules; order does not matter,
@@ -81,6 +96,7 @@ type aggregate struct {
 	messages, replies  int
 	requests, lives    int
 	doublePosts, lost  int
+	interrupted        int
 	violating, durable int
 	firstBad           *Result
 	firstBadIndex      int
@@ -101,7 +117,7 @@ func (a *aggregate) add(i int, r Result, verbose bool) {
 	one := &aggregate{
 		schedules: 1, checks: r.Checks, violations: r.Violations, faults: r.Faults,
 		messages: r.Messages, replies: r.Replies, requests: r.Requests, lives: r.Lives,
-		doublePosts: r.DoublePosts, lost: r.Lost, firstBadIndex: -1,
+		doublePosts: r.DoublePosts, lost: r.Lost, interrupted: r.Interrupted, firstBadIndex: -1,
 	}
 	if r.Violation != nil {
 		one.violating, one.firstBad, one.firstBadIndex = 1, &r, i
@@ -132,6 +148,7 @@ func (a *aggregate) merge(b *aggregate) {
 	a.lives += b.lives
 	a.doublePosts += b.doublePosts
 	a.lost += b.lost
+	a.interrupted += b.interrupted
 	a.violating += b.violating
 	a.durable += b.durable
 	if b.firstBad != nil && (a.firstBadIndex < 0 || b.firstBadIndex < a.firstBadIndex) {

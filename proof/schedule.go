@@ -16,7 +16,8 @@ type Schedule struct {
 	Seed int64
 	// Name says where the schedule came from, for reports.
 	Name string
-	// Rooms is how many rooms the agent is in, from the start.
+	// Rooms is how many rooms there are; the agent is in each from the
+	// start, unless the schedule has it Join the room later.
 	Rooms int
 	// Durable asks for an agent ledger that survives kills.
 	Durable bool
@@ -68,13 +69,17 @@ const (
 	// agent that hears it must stop; the engine then starts a new life,
 	// as a process supervisor would.
 	Supersede
+	// Join: the agent is added to Room, which it was not in before; Band
+	// announces it with a room_added push (which a PushFault may lose).
+	// A room with a Join event starts without the agent.
+	Join
 )
 
 var eventNames = [...]string{
 	Say: "say", KillBefore: "kill-before", KillAfter: "kill-after", Throttle: "throttle",
 	ServerError: "server-error", Latency: "latency", LoseResponse: "lose-response",
 	StaleNext: "stale-next", Interrupt: "interrupt", Stop: "stop", Play: "play",
-	DropSocket: "drop-socket", PushFault: "push-fault", Supersede: "supersede",
+	DropSocket: "drop-socket", PushFault: "push-fault", Supersede: "supersede", Join: "join",
 }
 
 // String names the kind as witnesses and traces spell it.
@@ -120,7 +125,7 @@ type Event struct {
 	After    time.Duration
 	Kind     EventKind
 	Endpoint fakeband.Endpoint // request-bound kinds only
-	Room     int               // Say and control kinds: the room's index; -1 is agent-wide (Interrupt only)
+	Room     int               // Say, Join and control kinds: the room's index; -1 is agent-wide (Interrupt only)
 	Spec     MessageSpec       // Say
 	Status   int               // Throttle (429) and ServerError (5xx)
 	// RetryAfter is Throttle's Retry-After header, in seconds; "" sends
@@ -186,6 +191,8 @@ func (e Event) String() string {
 		b.WriteString("drop the agent's socket")
 	case Supersede:
 		b.WriteString("supersede the agent's connection")
+	case Join:
+		fmt.Fprintf(&b, "the agent joins %s", room)
 	case PushFault:
 		fmt.Fprintf(&b, "next %s push %s", e.PushEvent, e.Push)
 		if e.Push == PushLate {
@@ -297,6 +304,17 @@ func ParseSpec(text string) (MessageSpec, error) {
 		}
 	}
 	return s, nil
+}
+
+// joinsLater reports whether the agent joins room i during the schedule
+// rather than being in it from the start.
+func (s *Schedule) joinsLater(i int) bool {
+	for _, e := range s.Events {
+		if e.Kind == Join && e.Room == i {
+			return true
+		}
+	}
+	return false
 }
 
 // clone returns a copy whose Events can be changed freely.

@@ -26,7 +26,7 @@ func TestShellHoldsUnderRandomSchedules(t *testing.T) {
 		}
 	}
 	assert.Equal(t, n, rep.Schedules)
-	for _, kind := range []string{"kill_before_send", "kill_after_apply", "lost_response", "server_5xx", "stop", "interrupt"} {
+	for _, kind := range []string{"kill_before_send", "kill_after_apply", "lost_response", "server_5xx", "stop", "interrupt", "room_joined", "push_lost"} {
 		assert.Positive(t, rep.Faults[kind], "fault %s never fired", kind)
 	}
 }
@@ -76,4 +76,73 @@ func TestShellInterruptConsumesALaterMessage(t *testing.T) {
 	}}
 	res := Simulate(t, s, Options{})
 	assert.Nil(t, res.Violation, "a message posted after the interrupt must still be answered")
+}
+
+// Regression (issue 19, class 1), the prover's minimal witness of seed
+// 3636: a play sent while the socket was down never reached the Shell,
+// and a stopped room that never asked /next again while the socket was
+// up left the message said after it unanswered for good.
+func TestShellStoppedRoomHearsALostPlay(t *testing.T) {
+	s := &Schedule{Seed: 3636, Rooms: 1, Name: "lost play", Events: []Event{
+		{At: 4, Kind: Stop, Room: 0},
+		{At: 5, Kind: DropSocket},
+		{At: 5, Kind: Play, Room: 0},
+		{At: 7, Kind: Say, Room: 0, Spec: MessageSpec{Label: "r1m3", Outcome: Reply}},
+	}}
+	res := Simulate(t, s, Options{})
+	assert.Nil(t, res.Violation, "the room must find Band's gate open again")
+	assert.Equal(t, 1, res.Replies)
+}
+
+// The same with the play's push lost on a live socket, and with nothing
+// said after it: only the stopped room's periodic probe can find the
+// message the stop left processing.
+func TestShellStoppedRoomHearsAPlayLostOnALiveSocket(t *testing.T) {
+	s := &Schedule{Seed: 5, Rooms: 1, Name: "play lost on a live socket", Events: []Event{
+		{Kind: Say, Room: 0, Spec: MessageSpec{Label: "r1m1", Outcome: Reply, Slow: 2 * time.Second}},
+		{At: 5, After: time.Second, Kind: Stop, Room: 0},
+		{At: 6, After: time.Second, Kind: Play, Room: 0, Push: PushLost},
+	}}
+	res := Simulate(t, s, Options{})
+	assert.Nil(t, res.Violation, "the stopped message must be answered once the gate is open")
+	assert.Equal(t, 1, res.Replies)
+	assert.Equal(t, 1, res.Faults["stop"])
+	assert.Equal(t, 1, res.Faults["play"])
+}
+
+// Regression (issue 19, class 2), the prover's minimal witness of seed
+// 23258: an interrupt sent while room 2 was between messages had its push
+// queued behind a late play; it reached the Shell during r2m4's cycle and
+// consumed r2m4, as an interrupt must (a push names no turn, so the
+// agent applies it to the one in flight when it arrives). The oracle had
+// dated its arrival by the first bytes read after it was sent, the late
+// play's, and so convicted the Shell of losing r2m4.
+func TestOracleDatesALatePushByItsOwnArrival(t *testing.T) {
+	s := &Schedule{Seed: 23258, Rooms: 2, Name: "late interrupt behind a late play", Events: []Event{
+		{Kind: Say, Room: 0, Spec: MessageSpec{Label: "r1m2", Outcome: Reply, Key: "nk:r1:a"}},
+		{At: 7, Kind: Say, Room: 1, Spec: MessageSpec{Label: "r2m3", Outcome: Reply, Slow: 1147 * time.Millisecond}},
+		{At: 7, Kind: Play, Room: 0, Push: PushLate, Delay: 787 * time.Millisecond},
+		{At: 8, Kind: Say, Room: 1, Spec: MessageSpec{Label: "r2m4", Outcome: Reply, Slow: 291 * time.Millisecond}},
+		{At: 12, Kind: Interrupt, Room: 1, Push: PushLate, Delay: 647 * time.Millisecond},
+	}}
+	res := Simulate(t, s, Options{})
+	assert.Nil(t, res.Violation)
+	assert.Equal(t, 2, res.Faults["push_late"])
+	assert.Equal(t, 1, res.Interrupted, "r2m4 was consumed by the interrupt, not lost")
+}
+
+// A room the agent joins during the run, whose room_added push is lost:
+// the Shell finds it by listing its rooms again.
+func TestShellFindsARoomWhosePushWasLost(t *testing.T) {
+	s := &Schedule{Seed: 9, Rooms: 2, Name: "room_added lost", Events: []Event{
+		{Kind: Say, Room: 0, Spec: MessageSpec{Label: "r1m1", Outcome: Reply}},
+		{At: 4, Kind: PushFault, PushEvent: "room_added", Push: PushLost},
+		{At: 4, Kind: Join, Room: 1},
+		{At: 5, Kind: Say, Room: 1, Spec: MessageSpec{Label: "r2m1", Outcome: Reply}},
+	}}
+	res := Simulate(t, s, Options{})
+	assert.Nil(t, res.Violation, "the new room's message must be answered")
+	assert.Equal(t, 2, res.Replies)
+	assert.Equal(t, 1, res.Faults["room_joined"])
+	assert.Equal(t, 1, res.Faults["push_lost"])
 }

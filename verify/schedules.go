@@ -344,7 +344,7 @@ func (b *builder) supersede() trial {
 }
 
 func (b *builder) storm() trial {
-	s := proof.Random(b.seed, proof.GenOptions{RepliesOnly: true, NoControl: b.run.cfg.noControl, DurableShare: -1,
+	s := proof.Random(b.seed, proof.GenOptions{RepliesOnly: true, NoControl: b.run.cfg.noControl, NoJoins: true, DurableShare: -1,
 		MaxRooms: 2, MaxMessages: 4, MaxAttempts: b.run.cfg.maxAttempts})
 	ext := b.plan()
 	ext.failures, ext.failShare = b.failures(), 0.3

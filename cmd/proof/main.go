@@ -6,6 +6,9 @@
 //	go run ./cmd/proof                      # 10,000 random schedules
 //	go run ./cmd/proof -exhaustive          # every single and double kill point
 //	go run ./cmd/proof -seed 42 -schedules 1 -v
+//	go run ./cmd/proof -seed 1,777 -schedules 100000   # two master seeds
+//	go run ./cmd/proof -seed random -schedules 20000   # a seed drawn fresh
+//	go run ./cmd/proof -seeds 4                         # the default seed and 3 fresh ones
 //
 // It exits 0 only when every invariant held in every schedule.
 //
@@ -16,11 +19,15 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,7 +39,8 @@ import (
 const defaultSeed = 20260616
 
 type options struct {
-	seed       int64
+	seeds      []int64 // master seeds; the first is the one -exhaustive uses
+	fresh      int     // how many of seeds were drawn fresh
 	schedules  int
 	exhaustive bool
 	json       bool
@@ -44,8 +52,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("proof", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Int64Var(&o.seed, "seed", defaultSeed, "master seed; random schedule i uses seed+i")
-	fs.IntVar(&o.schedules, "schedules", 10000, "random schedules to run")
+	seedList := fs.String("seed", fmt.Sprint(defaultSeed), "master seeds, comma-separated; random schedule i of seed S uses S+i; \"random\" draws one fresh")
+	count := fs.Int("seeds", 0, "run this many master seeds: those of -seed, then fresh ones")
+	fs.IntVar(&o.schedules, "schedules", 10000, "random schedules to run per master seed")
 	fs.BoolVar(&o.exhaustive, "exhaustive", false, "enumerate every single and double kill point (1 room, 1–3 messages) instead of random schedules")
 	fs.BoolVar(&o.json, "json", false, "print the receipt as JSON")
 	fs.BoolVar(&o.verbose, "v", false, "print one line per schedule before the receipt")
@@ -62,7 +71,36 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.schedules < 1 && !o.exhaustive {
 		return o, fmt.Errorf("-schedules must be at least 1")
 	}
+	for _, f := range strings.Split(*seedList, ",") {
+		f = strings.TrimSpace(f)
+		if f == "random" {
+			o.seeds, o.fresh = append(o.seeds, freshSeed()), o.fresh+1
+			continue
+		}
+		s, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return o, fmt.Errorf("-seed wants integers or \"random\", not %q", f)
+		}
+		o.seeds = append(o.seeds, s)
+	}
+	if *count < 0 {
+		return o, fmt.Errorf("-seeds must not be negative")
+	}
+	for len(o.seeds) < *count {
+		o.seeds, o.fresh = append(o.seeds, freshSeed()), o.fresh+1
+	}
+	if o.exhaustive && len(o.seeds) > 1 {
+		return o, fmt.Errorf("-exhaustive runs one master seed")
+	}
 	return o, nil
+}
+
+// freshSeed draws a master seed no one chose, so a run can find what a
+// fixed seed never shows.
+func freshSeed() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return int64(binary.LittleEndian.Uint64(b[:])%(1<<31)) + 1 // short enough to read out of a log
 }
 
 func main() {
@@ -99,8 +137,13 @@ func main() {
 // prove runs the prover and writes its receipt; it reports whether
 // exactly-once held.
 func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
+	if o.fresh > 0 {
+		// Before the run, so a crash or a timeout still says how to replay.
+		fmt.Fprintf(stderr, "proof: master seeds %s (%d drawn fresh); replay with -seed %s\n", seedList(o.seeds, ", "), o.fresh, seedList(o.seeds, ","))
+	}
 	cfg := proof.RunConfig{
-		Seed:       o.seed,
+		Seed:       o.seeds[0],
+		Seeds:      o.seeds,
 		Schedules:  o.schedules,
 		Exhaustive: o.exhaustive,
 		Verbose:    o.verbose,
@@ -121,9 +164,12 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 		shell.Dir = dir
 	}
 	cfg.Engine.Agent = proof.ShellAgent(shell)
-	if isTerminal(stderr) {
-		cfg.Progress = progressLine(stderr)
+	switch {
+	case isTerminal(stderr):
+		cfg.Progress = progressLine(stderr, "\r", 200*time.Millisecond)
 		defer fmt.Fprint(stderr, "\r\033[K")
+	case o.verbose:
+		cfg.Progress = progressLine(stderr, "", time.Second)
 	}
 	rep := proof.Run(t, cfg)
 	if o.verbose {
@@ -157,22 +203,35 @@ func isTerminal(f *os.File) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// progressLine returns a Progress func that redraws one stderr line at
-// most every 200 ms.
-func progressLine(w io.Writer) func(done, total int) {
+// progressLine returns a Progress func that writes a progress line at
+// most every interval: redrawn in place on a terminal (prefix "\r"),
+// one line each otherwise.
+func progressLine(w io.Writer, prefix string, every time.Duration) func(done, total int) {
 	var mu sync.Mutex
 	var last time.Time
+	suffix := "\n"
+	if prefix == "\r" {
+		suffix = ""
+	}
 	return func(done, total int) {
 		mu.Lock()
 		defer mu.Unlock()
-		if time.Since(last) < 200*time.Millisecond {
+		if time.Since(last) < every {
 			return
 		}
 		last = time.Now()
 		if total > 0 {
-			fmt.Fprintf(w, "\rproof: %d/%d schedules", done, total)
+			fmt.Fprintf(w, "%sproof: %d/%d schedules%s", prefix, done, total, suffix)
 		} else {
-			fmt.Fprintf(w, "\rproof: %d schedules", done)
+			fmt.Fprintf(w, "%sproof: %d schedules%s", prefix, done, suffix)
 		}
 	}
+}
+
+func seedList(seeds []int64, sep string) string {
+	s := make([]string, len(seeds))
+	for i, v := range seeds {
+		s[i] = strconv.FormatInt(v, 10)
+	}
+	return strings.Join(s, sep)
 }

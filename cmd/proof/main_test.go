@@ -47,13 +47,30 @@ func runCommand(t *testing.T, args string) (stdout, stderr string, code int) {
 func TestFlags(t *testing.T) {
 	o, err := parseFlags(nil, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, options{seed: defaultSeed, schedules: 10000, ledger: "memory"}, o)
+	assert.Equal(t, options{seeds: []int64{defaultSeed}, schedules: 10000, ledger: "memory"}, o)
 
 	o, err = parseFlags([]string{"-seed", "7", "-schedules", "3", "-json", "-v", "-ledger", "bolt", "-exhaustive"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, options{seed: 7, schedules: 3, exhaustive: true, json: true, verbose: true, ledger: "bolt"}, o)
+	assert.Equal(t, options{seeds: []int64{7}, schedules: 3, exhaustive: true, json: true, verbose: true, ledger: "bolt"}, o)
 
-	for _, bad := range [][]string{{"-ledger", "sqlite"}, {"-schedules", "0"}, {"extra"}, {"-nope"}} {
+	o, err = parseFlags([]string{"-seed", "1, 777,20260616"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1, 777, 20260616}, o.seeds)
+	assert.Zero(t, o.fresh)
+
+	o, err = parseFlags([]string{"-seed", "5,random", "-seeds", "4"}, io.Discard)
+	require.NoError(t, err)
+	require.Len(t, o.seeds, 4)
+	assert.Equal(t, int64(5), o.seeds[0])
+	assert.Equal(t, 3, o.fresh)
+	for _, s := range o.seeds[1:] {
+		assert.Positive(t, s, "fresh seeds are positive and short")
+		assert.Less(t, s, int64(1)<<32)
+	}
+	assert.NotEqual(t, o.seeds[1], o.seeds[2], "drawn fresh, not fixed")
+
+	for _, bad := range [][]string{{"-ledger", "sqlite"}, {"-schedules", "0"}, {"extra"}, {"-nope"},
+		{"-seed", "x"}, {"-seed", "1,,2"}, {"-seeds", "-1"}, {"-exhaustive", "-seed", "1,2"}} {
 		_, err := parseFlags(bad, io.Discard)
 		assert.Error(t, err, "%v", bad)
 	}
@@ -82,7 +99,7 @@ func TestBadFlagsExitTwo(t *testing.T) {
 
 func TestTheReceiptAsJSON(t *testing.T) {
 	var out bytes.Buffer
-	held := prove(t, options{seed: 11, schedules: 6, json: true, ledger: "memory"}, &out, os.Stderr)
+	held := prove(t, options{seeds: []int64{11}, schedules: 6, json: true, ledger: "memory"}, &out, os.Stderr)
 	assert.True(t, held)
 	var rep struct {
 		MasterSeed int64          `json:"master_seed"`
@@ -107,10 +124,37 @@ func TestTheReceiptAsJSON(t *testing.T) {
 
 func TestTheBoltLedger(t *testing.T) {
 	var out bytes.Buffer
-	held := prove(t, options{seed: 5, schedules: 12, ledger: "bolt", verbose: true}, &out, os.Stderr)
+	held := prove(t, options{seeds: []int64{5}, schedules: 12, ledger: "bolt", verbose: true}, &out, os.Stderr)
 	assert.True(t, held, out.String())
 	assert.Contains(t, out.String(), "ledger               bolt:")
 	assert.NotContains(t, out.String(), " 0 of 12 schedules kept a durable ledger", "some schedules used the bolt file")
 	assert.Contains(t, out.String(), "replay               go run ./cmd/proof -seed 5 -schedules 12 -ledger bolt\n")
 	assert.Contains(t, out.String(), "random seed 5: rooms=", "-v prints one line per schedule")
+}
+
+// A run over several master seeds says so in the receipt, and one with a
+// seed drawn fresh prints it on stderr before it starts, so a crash or a
+// timeout can still be replayed.
+func TestSeveralMasterSeedsAndAFreshOne(t *testing.T) {
+	stdout, stderr, code := runCommand(t, "-seed 3,4 -schedules 5")
+	assert.Equal(t, 0, code)
+	assert.Empty(t, stderr)
+	assert.Contains(t, stdout, "master seeds         3, 4\n")
+	assert.Contains(t, stdout, "schedules            10 (5 per master seed)\n")
+	assert.Contains(t, stdout, "replay               go run ./cmd/proof -seed 3,4 -schedules 5\n")
+	assert.Contains(t, stdout, "exactly-once held across 10 schedules from 2 master seeds")
+
+	stdout, stderr, code = runCommand(t, "-seed random -schedules 3")
+	assert.Equal(t, 0, code)
+	require.Contains(t, stderr, "(1 drawn fresh); replay with -seed ")
+	seed := strings.TrimSpace(stderr[strings.LastIndex(stderr, " ")+1:])
+	assert.Contains(t, stdout, "master seed          "+seed+"\n")
+	assert.Contains(t, stdout, "go run ./cmd/proof -seed "+seed+" -schedules 3")
+}
+
+// With -v the run reports its progress even when stderr is no terminal.
+func TestVerboseReportsProgress(t *testing.T) {
+	_, stderr, code := runCommand(t, "-schedules 60 -v")
+	assert.Equal(t, 0, code)
+	assert.Regexp(t, `proof: \d+/60 schedules\n`, stderr)
 }

@@ -18,11 +18,12 @@ import (
 	"github.com/band-once/bandonce/pgledger"
 )
 
-// runWithLedger runs the shell cfg describes with the ledger BANDONCE_LEDGER
-// names: none (in memory), bolt:PATH (a file on this machine), or a
-// postgres:// URL (shared by every replica of the agent: this one serves
-// while it holds the agent's lease and stands by otherwise).
-func runWithLedger(ctx context.Context, getenv func(string) string, logger *slog.Logger, cfg bandonce.Config) error {
+// runWithLedger builds the shell cfg describes with the ledger
+// BANDONCE_LEDGER names and hands it to serve: no ledger (in memory),
+// bolt:PATH (a file on this machine), or a postgres:// URL (shared by every
+// replica of the agent: this one serves while it holds the agent's lease
+// and stands by otherwise, with a new shell for every term).
+func runWithLedger(ctx context.Context, getenv func(string) string, logger *slog.Logger, cfg bandonce.Config, serve func(context.Context, *bandonce.Shell) error) error {
 	spec := getenv("BANDONCE_LEDGER")
 	run := func(ctx context.Context, ledger bandonce.Ledger) error {
 		cfg.Ledger = ledger
@@ -30,7 +31,7 @@ func runWithLedger(ctx context.Context, getenv func(string) string, logger *slog
 		if err != nil {
 			return err
 		}
-		return shell.Run(ctx)
+		return serve(ctx, shell)
 	}
 	switch {
 	case spec == "":

@@ -17,7 +17,8 @@
 //
 // SIGINT or SIGTERM shut it down gracefully (exit 0). A rejected key, or
 // another connection of the same agent taking over, exits 1 with a message
-// saying so. With -fake it runs a short scripted conversation against the
+// saying so. With -once it answers what is waiting in every room and exits
+// by itself, 0 when every room was drained (for cron: see Shell.Drain). With -fake it runs a short scripted conversation against the
 // in-process fake Band and prints it; no key or network is needed.
 package main
 
@@ -39,6 +40,7 @@ import (
 func main() {
 	fake := flag.Bool("fake", false, "run a scripted conversation on the in-process fake Band and print it")
 	verbose := flag.Bool("v", false, "log what the shell does to stderr")
+	once := flag.Bool("once", false, "answer what is waiting in every room, then exit")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -51,7 +53,7 @@ func main() {
 	if *fake {
 		err = runFake(ctx, os.Stdout, logger)
 	} else {
-		err = run(ctx, os.Getenv, os.Stdout, logger)
+		err = run(ctx, os.Getenv, os.Stdout, logger, *once)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "echo:", err)
@@ -59,8 +61,9 @@ func main() {
 	}
 }
 
-// run serves the agent named by the environment until ctx ends.
-func run(ctx context.Context, getenv func(string) string, out io.Writer, logger *slog.Logger) error {
+// run serves the agent named by the environment until ctx ends, or with
+// once until every room is drained.
+func run(ctx context.Context, getenv func(string) string, out io.Writer, logger *slog.Logger, once bool) error {
 	key := getenv("BAND_API_KEY")
 	if key == "" {
 		return errors.New("BAND_API_KEY is not set: export the agent's API key")
@@ -79,8 +82,32 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer, logger 
 	if _, err := bandonce.New(cfg); err != nil { // a bad setting fails now, not once a lease is held
 		return err
 	}
+	if once {
+		return runWithLedger(ctx, getenv, logger, cfg, func(ctx context.Context, shell *bandonce.Shell) error { return drain(ctx, shell, out) })
+	}
 	fmt.Fprintln(out, "echo: serving; press Ctrl-C to stop")
-	err = runWithLedger(ctx, getenv, logger, cfg)
+	serve := func(ctx context.Context, shell *bandonce.Shell) error { return shell.Run(ctx) }
+	return explain(runWithLedger(ctx, getenv, logger, cfg, serve), out)
+}
+
+// drain answers what is waiting, then says what it did.
+func drain(ctx context.Context, shell *bandonce.Shell, out io.Writer) error {
+	res, err := shell.Drain(ctx)
+	if err != nil {
+		return explain(err, out)
+	}
+	if !res.Drained {
+		return errors.New("stopped before every room was drained; run again to finish")
+	}
+	fmt.Fprintf(out, "echo: drained %d room(s): %d replied\n", res.Rooms, res.Settled[bandonce.Replied])
+	if len(res.Stopped) > 0 {
+		fmt.Fprintf(out, "echo: %d room(s) stopped; their messages wait for play: %v\n", len(res.Stopped), res.Stopped)
+	}
+	return nil
+}
+
+// explain turns Run's error into what the user should know.
+func explain(err error, out io.Writer) error {
 	switch {
 	case errors.Is(err, bandonce.ErrUnauthorized):
 		return fmt.Errorf("the API key in BAND_API_KEY was rejected by Band; check that it is this agent's key: %w", err)

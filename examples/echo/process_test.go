@@ -55,8 +55,14 @@ type agentProc struct {
 
 func startAgent(t *testing.T, bin string, env ...string) *agentProc {
 	t.Helper()
+	return startAgentWith(t, bin, nil, env...)
+}
+
+// startAgentWith starts the agent with command-line args.
+func startAgentWith(t *testing.T, bin string, args []string, env ...string) *agentProc {
+	t.Helper()
 	p := &agentProc{done: make(chan error, 1)}
-	p.cmd = exec.Command(bin)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	require.NoError(t, p.cmd.Start())

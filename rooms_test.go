@@ -1,0 +1,77 @@
+package bandonce_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// A room the agent joins is announced by a room_added push. When that
+// push is lost, no wait for it is unbounded: the shell lists its rooms
+// again after every reconnect, every fifth ResyncInterval with the socket
+// up, and every ResyncInterval without one.
+func TestARoomWhosePushWasLostIsFoundByListing(t *testing.T) {
+	cases := []struct {
+		name   string
+		socket bool
+		lose   func(r *rig)  // how the announcement goes missing
+		found  func(r *rig)  // what brings the room to light
+		within time.Duration // how long until it is served
+		before time.Duration // and not before (0: no bound)
+	}{
+		{
+			name:   "push lost on a live socket",
+			socket: true,
+			lose: func(r *rig) {
+				r.band.InjectSocket(fakeband.SocketFault{Event: "room_added", Nth: 1, Kind: fakeband.LosePush})
+			},
+			found:  func(*rig) {},
+			within: 5*time.Minute + time.Second,
+			before: 4 * time.Minute,
+		},
+		{
+			name:   "room added while the socket was down",
+			socket: true,
+			lose: func(r *rig) {
+				r.band.DropSockets(r.agent.ID)
+				synctest.Wait() // the shell noticed; it reconnects after a backoff
+			},
+			found:  func(*rig) {},
+			within: 10 * time.Second,
+		},
+		{
+			name:   "no socket at all",
+			socket: false,
+			lose:   func(*rig) {},
+			found:  func(*rig) {},
+			within: time.Minute + time.Second,
+			before: 50 * time.Second,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, 1, 0)
+				stop := r.run(func(cfg *bandonce.Config) { cfg.DisableSocket = !c.socket })
+				c.lose(r)
+				fresh := r.band.AddRoom("joined later", r.human, r.agent.ID)
+				id := r.say(fresh, "hello from the new room")
+				if c.before > 0 {
+					time.Sleep(c.before)
+					require.Zero(t, r.h.callsOf(id), "not found before the listing is due")
+				}
+				c.found(r)
+				time.Sleep(c.within - c.before)
+				require.NoError(t, stop())
+				assert.Equal(t, 1, r.repliesTo(fresh, bandonce.DefaultKey(id)), "the room was found and served")
+				assert.True(t, r.logs.has(0, "found a room the agent had joined unannounced", fresh.ID))
+			})
+		})
+	}
+}
