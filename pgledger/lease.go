@@ -226,6 +226,10 @@ func (s *Store) keep(ctx context.Context, ls *lease, cancel context.CancelCauseF
 		switch {
 		case err == nil && renewed:
 			ls.extend(sent.Add(s.opts.LeaseTime))
+			if reason := ls.short(0); reason != "" { // the answer came after a pause
+				lose(reason)
+				return
+			}
 			timer.Reset(every)
 		case err == nil:
 			lose("the database refused the renewal: another process took the lease over, or it ran out")

@@ -40,7 +40,7 @@ func runWithLedger(ctx context.Context, getenv func(string) string, logger *slog
 	default:
 		return fmt.Errorf("BANDONCE_LEDGER=%q is neither bolt:PATH nor a postgres:// URL", spec)
 	}
-	agentID, err := whoAmI(ctx, cfg)
+	agentID, err := whoAmI(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -74,15 +74,20 @@ func runWithLedger(ctx context.Context, getenv func(string) string, logger *slog
 }
 
 // whoAmI asks Band for the agent's id (GET /agent/me), which names its
-// ledger, retrying transient failures until ctx ends.
-func whoAmI(ctx context.Context, cfg bandonce.Config) (string, error) {
+// ledger, retrying transient failures, and saying so, until ctx ends.
+func whoAmI(ctx context.Context, cfg bandonce.Config, logger *slog.Logger) (string, error) {
 	url := strings.TrimRight(cmp.Or(cfg.BaseURL, bandonce.DefaultBaseURL), "/") + "/agent/me"
-	client := &http.Client{Timeout: 30 * time.Second}
+	client := &http.Client{
+		Timeout: 30 * time.Second,
+		// A redirect would carry X-API-Key wherever it points: refuse it.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		id, retry, err := askMe(ctx, client, url, cfg.APIKey)
 		if err == nil || !retry {
 			return id, err
 		}
+		logger.Warn("echo: cannot ask Band for the agent's id, which names its ledger; retrying", "err", err, "wait", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
