@@ -2,11 +2,16 @@ package bandonce
 
 import (
 	"cmp"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/band-once/bandonce/internal/keyguard"
+	"github.com/band-once/bandonce/internal/wire"
 )
 
 // DefaultBaseURL is Band's production REST root.
@@ -15,7 +20,9 @@ const DefaultBaseURL = "https://app.band.ai/api/v1"
 // Config configures a Shell. Every field's zero value is a production
 // default; only APIKey and Handler are required.
 type Config struct {
-	// APIKey is the agent's Band API key, sent as X-API-Key. Required.
+	// APIKey is the agent's Band API key, sent as X-API-Key and nowhere
+	// else: no log record, error, outcome or printed Config shows it
+	// (docs/security.md). Required.
 	APIKey string
 
 	// BaseURL is the REST root. Empty means DefaultBaseURL.
@@ -24,6 +31,13 @@ type Config struct {
 	// SocketURL is the Phoenix WebSocket endpoint for pushes. Empty means
 	// derived from BaseURL: scheme ws(s), path {BaseURL}/socket/websocket.
 	SocketURL string
+
+	// InsecurePlaintext allows a plain http:// BaseURL or ws:// SocketURL
+	// whose host is not loopback, which sends the key across the network
+	// in clear. False (the default) refuses such URLs with a
+	// *ConfigError; loopback hosts (127.0.0.0/8, ::1, localhost) and the
+	// in-process fake Band never need it.
+	InsecurePlaintext bool
 
 	// DisableSocket turns push off: no control signals, no wake-ups, rooms
 	// found by listing every ResyncInterval and served by polling every
@@ -88,9 +102,22 @@ type Config struct {
 	// 10 s.
 	ShutdownTimeout time.Duration
 
-	// MaxConcurrentRooms caps how many rooms handle a message at once.
-	// Zero means 16.
+	// MaxConcurrentRooms caps how many rooms handle a message at once;
+	// a room with nothing to do costs no goroutine. Zero means 16.
 	MaxConcurrentRooms int
+
+	// MaxRequestsInFlight caps the shell's REST requests in flight, from
+	// all rooms together. Every request passes one budget: once Band
+	// answers 429 the shell paces its requests at a rate it halves on
+	// every 429 (pausing for a Retry-After) and raises slowly while Band
+	// accepts them. Zero means 32.
+	MaxRequestsInFlight int
+
+	// IdleRequestInterval spreads the requests that only guard against a
+	// lost push (idle rooms' resyncs, polls without a socket, stopped
+	// rooms' probes): at most one per interval for the whole shell, the
+	// room longest due first. Zero means 500 ms, two a second.
+	IdleRequestInterval time.Duration
 }
 
 // Hooks observe the shell. Each is called on the room's goroutine and must
@@ -154,12 +181,47 @@ type Outcome struct {
 	Err error
 }
 
-// settings is a Config with its defaults applied.
+// String, GoString, Format and LogValue show a Config with its APIKey
+// replaced by "[redacted]", so that printing or logging one never shows
+// the key.
+func (c Config) String() string { return c.redacted("%+v") }
+
+// GoString is the %#v form, with the APIKey redacted.
+func (c Config) GoString() string { return c.redacted("%#v") }
+
+// Format writes GoString for %#v and String for every other verb.
+func (c Config) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		_, _ = io.WriteString(f, c.GoString())
+		return
+	}
+	_, _ = io.WriteString(f, c.String())
+}
+
+// LogValue is String.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// printableConfig has Config's fields and none of its methods, so fmt
+// prints it field by field.
+type printableConfig Config
+
+func (c Config) redacted(format string) string {
+	if c.APIKey != "" {
+		c.APIKey = keyguard.Redacted
+	}
+	return strings.Replace(fmt.Sprintf(format, printableConfig(c)), "bandonce.printableConfig{", "bandonce.Config{", 1)
+}
+
+// settings is a Config with its defaults applied. Its Config.APIKey is
+// empty: the key is in apiKey, which fmt prints as an address, so not
+// even %+v of a Shell shows it.
 type settings struct {
 	Config
+	apiKey       *keyguard.Secret
 	baseURL      *url.URL
 	socketURL    string
-	socketClient *http.Client // HTTPClient without the per-request deadline
+	socketClient *http.Client  // HTTPClient without the per-request deadline or the limiter
+	limiter      *wire.Limiter // every REST request's budget
 }
 
 func (c Config) withDefaults() (settings, error) {
@@ -173,6 +235,7 @@ func (c Config) withDefaults() (settings, error) {
 		"RequestTimeout": c.RequestTimeout, "HandlerTimeout": c.HandlerTimeout,
 		"PollInterval": c.PollInterval, "ResyncInterval": c.ResyncInterval,
 		"MarkTimeout": c.MarkTimeout, "ShutdownTimeout": c.ShutdownTimeout,
+		"IdleRequestInterval": c.IdleRequestInterval,
 	} {
 		if d < 0 {
 			return settings{}, &ConfigError{Field: name, Reason: "must not be negative"}
@@ -183,6 +246,9 @@ func (c Config) withDefaults() (settings, error) {
 	}
 	if c.MaxConcurrentRooms < 0 {
 		return settings{}, &ConfigError{Field: "MaxConcurrentRooms", Reason: "must not be negative"}
+	}
+	if c.MaxRequestsInFlight < 0 {
+		return settings{}, &ConfigError{Field: "MaxRequestsInFlight", Reason: "must not be negative"}
 	}
 	if err := c.Retry.validate(); err != nil {
 		return settings{}, err
@@ -198,7 +264,11 @@ func (c Config) withDefaults() (settings, error) {
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return settings{}, &ConfigError{Field: "BaseURL", Reason: "want an absolute http(s) URL"}
 	}
-	s := settings{Config: c, baseURL: base}
+	if err := c.checkKeySafety("BaseURL", base); err != nil {
+		return settings{}, err
+	}
+	s := settings{Config: c, apiKey: keyguard.New(c.APIKey), baseURL: base}
+	s.APIKey = ""
 	s.MaxAttempts = cmp.Or(c.MaxAttempts, 3)
 	s.RequestTimeout = cmp.Or(c.RequestTimeout, 30*time.Second)
 	s.PollInterval = cmp.Or(c.PollInterval, 2*time.Second)
@@ -206,6 +276,8 @@ func (c Config) withDefaults() (settings, error) {
 	s.MarkTimeout = cmp.Or(c.MarkTimeout, 15*time.Second)
 	s.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
 	s.MaxConcurrentRooms = cmp.Or(c.MaxConcurrentRooms, 16)
+	s.MaxRequestsInFlight = cmp.Or(c.MaxRequestsInFlight, 32)
+	s.IdleRequestInterval = cmp.Or(c.IdleRequestInterval, 500*time.Millisecond)
 	s.Retry = c.Retry.withDefaults()
 	if s.Ledger == nil {
 		s.Ledger = NewMemoryLedger()
@@ -213,11 +285,19 @@ func (c Config) withDefaults() (settings, error) {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
-	s.HTTPClient, s.socketClient = requestClients(c.HTTPClient, s.RequestTimeout)
+	// Every log line of the shell, the REST client and the socket passes
+	// here, so a key quoted by a server or a handler's panic stops here.
+	s.Logger = keyguard.Logger(s.Logger, s.apiKey)
+	s.Hooks = s.Hooks.scrubbed(s.apiKey)
+	s.limiter = wire.NewLimiter(s.MaxRequestsInFlight, s.Retry.MaxRetryAfter)
+	s.HTTPClient, s.socketClient = wire.RequestClients(c.HTTPClient, s.RequestTimeout, s.limiter)
 	if c.SocketURL != "" {
 		u, err := url.Parse(c.SocketURL)
 		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
 			return settings{}, &ConfigError{Field: "SocketURL", Reason: "want an absolute ws(s) URL"}
+		}
+		if err := c.checkKeySafety("SocketURL", u); err != nil {
+			return settings{}, err
 		}
 	}
 	s.socketURL = c.SocketURL
@@ -228,4 +308,34 @@ func (c Config) withDefaults() (settings, error) {
 		s.socketURL = ws.String()
 	}
 	return s, nil
+}
+
+// checkKeySafety refuses a URL that would expose the key: one carrying a
+// credential of its own, which every transport error would quote, or a
+// plain one to a host that is not loopback, unless InsecurePlaintext.
+func (c Config) checkKeySafety(field string, u *url.URL) error {
+	if keyguard.KeyInURL(u) {
+		return &ConfigError{Field: field, Reason: "must not carry a credential (user info or api_key): " +
+			"set APIKey, which is sent as a header and never shown"}
+	}
+	if keyguard.InClear(u) && !c.InsecurePlaintext {
+		return &ConfigError{Field: field, Reason: "plain " + u.Scheme + " to a host that is not loopback: " +
+			"the API key would cross the network in clear; use " + u.Scheme + "s, or set InsecurePlaintext to accept that"}
+	}
+	return nil
+}
+
+// scrubbed wraps the outcome hooks so that an Outcome's Err never shows
+// the key (a handler's panic may quote it); errors.As still reaches the
+// handler's own error.
+func (h Hooks) scrubbed(key *keyguard.Secret) Hooks {
+	for _, hook := range []*func(Outcome){&h.Outcome, &h.DeadLetter} {
+		if next := *hook; next != nil {
+			*hook = func(o Outcome) {
+				o.Err = key.Error(o.Err)
+				next(o)
+			}
+		}
+	}
+	return h
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/band-once/bandonce/band"
 	"github.com/band-once/bandonce/internal/core"
 	"github.com/band-once/bandonce/internal/phoenix"
 	"github.com/band-once/bandonce/internal/wire"
@@ -23,9 +24,9 @@ import (
 type Shell struct {
 	cfg    settings
 	api    *wire.Client
+	client *band.Client // the room tools, for handlers and Client
 	jitter *core.Jitter
 	log    *slog.Logger
-	slots  chan struct{} // one token per room handling a message
 
 	jitterSeed uint64
 	relist     chan struct{} // buffered(1): list the rooms now (see watchRooms)
@@ -42,6 +43,7 @@ type Shell struct {
 	fatal        context.CancelCauseFunc // ends Run with an error
 	work         sync.WaitGroup          // room goroutines
 	run          runContexts
+	sched        *scheduler    // runs the rooms; one per Run
 	oneShot      *drainTracker // set while Drain runs
 }
 
@@ -72,17 +74,33 @@ func New(cfg Config) (*Shell, error) {
 		Seed:          seed,
 		Logger:        s.Logger,
 	})
+	client, err := band.New(band.Config{
+		// The shell's own REST client: the room tools share its request budget.
+		APIKey: s.apiKey.Value(), BaseURL: s.baseURL.String(), HTTPClient: s.HTTPClient, RequestTimeout: s.RequestTimeout,
+		Retry: band.RetryPolicy{
+			MaxAttempts: s.Retry.MaxAttempts, BaseDelay: s.Retry.BaseDelay, MaxDelay: s.Retry.MaxDelay,
+			MaxRetryAfter: s.Retry.MaxRetryAfter, Seed: seed + 3,
+		},
+		Logger: s.Logger, InsecurePlaintext: s.InsecurePlaintext,
+	})
+	if err != nil {
+		return nil, err // withDefaults checked every field it reads
+	}
 	return &Shell{
+		client:     client,
 		cfg:        s,
 		jitterSeed: seed,
-		api:        wire.NewClient(s.baseURL.String(), s.APIKey, doer),
+		api:        wire.NewClient(s.baseURL.String(), s.apiKey.Value(), doer),
 		jitter:     core.NewJitter(seed + 1),
 		log:        s.Logger,
-		slots:      make(chan struct{}, s.MaxConcurrentRooms),
 		relist:     make(chan struct{}, 1),
 		rooms:      make(map[string]*room),
 	}, nil
 }
+
+// Client returns a client for Band's room tools built from the shell's
+// Config, for use outside handlers (inside one, Message has them).
+func (s *Shell) Client() *band.Client { return s.client }
 
 // ErrAlreadyRunning is returned by a second concurrent call to Run.
 var ErrAlreadyRunning = errors.New("bandonce: Run already in progress")
@@ -105,9 +123,11 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	defer fail(nil)
 	hard, cancelHard := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelHard(nil)
+	sched := newScheduler(s)
 	s.mu.Lock()
-	s.fatal, s.run, s.oneShot = fail, runContexts{fetch: fetch, hard: hard}, oneShot
+	s.fatal, s.run, s.oneShot, s.sched = fail, runContexts{fetch: fetch, hard: hard}, oneShot, sched
 	s.mu.Unlock()
+	s.work.Go(func() { sched.run(fetch, hard) })
 
 	err := s.start(fetch)
 	if err == nil {
@@ -117,6 +137,7 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 		<-fetch.Done()
 		err = context.Cause(fetch)
 	}
+	fail(err) // start-up failed: stop the scheduler too
 	if errors.Is(err, ErrSuperseded) {
 		cancelHard(ErrSuperseded)
 	}
@@ -225,27 +246,32 @@ func (s *Shell) addRoom(id string) bool {
 	if _, ok := s.rooms[id]; ok || s.run.fetch == nil || s.run.fetch.Err() != nil {
 		return false
 	}
-	r := newRoom(s, id)
+	r := newRoom(s, s.sched, id)
 	if s.agentStopped {
 		r.ctl.setStopped(time.Now())
 	}
 	if s.oneShot != nil {
 		s.oneShot.add(r)
 	}
-	fetch, cancel := context.WithCancelCause(s.run.fetch)
-	r.leave = cancel
+	r.fetch, r.leave = context.WithCancelCause(s.run.fetch)
 	s.rooms[id] = r
 	if s.sock != nil {
 		s.sock.Join("chat_room:"+id, r.onRoomEvent)
 	}
-	s.work.Add(1)
-	go func() {
-		defer s.work.Done()
-		defer cancel(nil)
-		r.run(fetch, s.run.hard)
-	}()
+	if s.socketUp.Load() {
+		// Its first look waits for its topic's join to be answered
+		// (catchUp), so a message said meanwhile is not missed and the
+		// room does not look twice; but not for long.
+		s.sched.later(r, joinWait)
+	} else {
+		s.sched.wake(r)
+	}
 	return true
 }
+
+// joinWait bounds how long a new room's first look waits for its topic's
+// join to be answered.
+const joinWait = 5 * time.Second
 
 // errRoomRemoved ends a room's loop when the agent leaves the room.
 var errRoomRemoved = errors.New("bandonce: agent removed from the room")
@@ -258,11 +284,14 @@ func (s *Shell) removeRoom(id string) {
 	s.mu.Unlock()
 	if r != nil {
 		r.leave(errRoomRemoved)
+		r.ctl.poke() // so the scheduler lets it go now
 	}
 }
 
-// dropRoom forgets a room whose loop has ended.
-func (s *Shell) dropRoom(r *room) {
+// roomEnded forgets a room the scheduler no longer runs.
+func (s *Shell) roomEnded(r *room) {
+	r.leave(nil)
+	r.oneShot(func(d *drainTracker) { d.gone(r) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.rooms[r.id] == r {
@@ -302,8 +331,11 @@ func (s *Shell) drain(cancelHard context.CancelCauseFunc) {
 		<-done
 	}
 	s.mu.Lock()
+	for _, r := range s.rooms {
+		r.leave(nil)
+	}
 	s.rooms = make(map[string]*room)
-	s.sock, s.seen, s.agentStopped, s.oneShot = nil, nil, false, nil
+	s.sock, s.seen, s.agentStopped, s.oneShot, s.sched = nil, nil, false, nil, nil
 	s.mu.Unlock()
 }
 

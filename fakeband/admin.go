@@ -20,11 +20,16 @@ import (
 //	POST   /_admin/stop       {"room"} stop every agent in the room (Band.StopRoom)
 //	POST   /_admin/play       {"room"} resume them (Band.PlayRoom)
 //	POST   /_admin/interrupt  {"agent"?, "room"?} (Band.Interrupt)
+//	POST   /_admin/participants  {"room", "participant", "role"?} add one (Band.AddParticipantAs)
+//	DELETE /_admin/participants  {"room", "participant"} remove one (Band.RemoveParticipant)
+//	POST   /_admin/description   {"agent", "description"} (Band.SetDescription)
+//	POST   /_admin/contacts      {"agent", "participant"} (Band.AddContact)
+//	DELETE /_admin/contacts      {"agent", "participant"} (Band.RemoveContact)
 //	POST   /_admin/drop       {"agent"} cut the agent's sockets (Band.DropSockets)
 //	POST   /_admin/supersede  {"agent"} supersede them (Band.Supersede)
 //	GET    /_admin/faults     the active fault rules and the fired histogram
-//	POST   /_admin/faults     {"request": [Fault...], "socket": [SocketFault...]} add rules
-//	DELETE /_admin/faults     remove every rule (Band.ClearFaults)
+//	POST   /_admin/faults     {"request": [Fault...], "socket": [SocketFault...], "rate_limit"?: RateLimit} add rules
+//	DELETE /_admin/faults     remove every rule and the rate limit (Band.ClearFaults)
 //	GET    /_admin/truth      posts, deliveries, marks, executions, events, request counts
 //
 // A room is named by its id or its title; a participant by its id, name
@@ -38,17 +43,22 @@ const AdminPrefix = "/_admin"
 
 func (b *Band) adminRoutes(mux *http.ServeMux) {
 	routes := map[string]func(r *http.Request) (int, any, *Error){
-		"GET /setup":      b.adminSetup,
-		"POST /say":       b.adminSay,
-		"POST /stop":      b.adminRoomControl(true),
-		"POST /play":      b.adminRoomControl(false),
-		"POST /interrupt": b.adminInterrupt,
-		"POST /drop":      b.adminSockets(b.DropSockets),
-		"POST /supersede": b.adminSockets(b.Supersede),
-		"GET /faults":     b.adminFaults,
-		"POST /faults":    b.adminInject,
-		"DELETE /faults":  b.adminClearFaults,
-		"GET /truth":      b.adminTruth,
+		"GET /setup":           b.adminSetup,
+		"POST /say":            b.adminSay,
+		"POST /stop":           b.adminRoomControl(true),
+		"POST /play":           b.adminRoomControl(false),
+		"POST /interrupt":      b.adminInterrupt,
+		"POST /participants":   b.adminAddParticipant,
+		"DELETE /participants": b.adminRemoveParticipant,
+		"POST /description":    b.adminDescription,
+		"POST /contacts":       b.adminContact(true),
+		"DELETE /contacts":     b.adminContact(false),
+		"POST /drop":           b.adminSockets(b.DropSockets),
+		"POST /supersede":      b.adminSockets(b.Supersede),
+		"GET /faults":          b.adminFaults,
+		"POST /faults":         b.adminInject,
+		"DELETE /faults":       b.adminClearFaults,
+		"GET /truth":           b.adminTruth,
 	}
 	for pattern, serve := range routes {
 		method, path, _ := strings.Cut(pattern, " ")
@@ -83,6 +93,15 @@ func writeAdminError(w http.ResponseWriter, e *Error) {
 		body["details"] = e.Details
 	}
 	writeJSON(w, e.Status, map[string]any{"error": body})
+}
+
+// asError is the refusal a Band method returned, for the admin answer.
+func asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: err.Error()}
 }
 
 func badRequest(msg string) *Error {
@@ -293,14 +312,98 @@ func (b *Band) adminSockets(act func(agentID string)) func(r *http.Request) (int
 	}
 }
 
+type participantRequest struct {
+	Room        string `json:"room"`
+	Participant string `json:"participant"`
+	Role        string `json:"role"`
+}
+
+type participantChangedJSON struct {
+	RoomID        string `json:"room_id"`
+	ParticipantID string `json:"participant_id"`
+	Role          string `json:"role,omitempty"`
+}
+
+// resolveParticipantLocked names the room and participant of a request.
+func (b *Band) resolveParticipantLocked(req participantRequest) (*room, *participant, *Error) {
+	rm, err := b.roomByRefLocked(req.Room)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := b.participantByRefLocked(req.Participant)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rm, p, nil
+}
+
+func (b *Band) adminAddParticipant(r *http.Request) (int, any, *Error) {
+	var req participantRequest
+	if err := decodeAdmin(r, &req); err != nil {
+		return 0, nil, err
+	}
+	if req.Role == "" {
+		req.Role = RoleMember
+	}
+	b.mu.Lock()
+	rm, p, err := b.resolveParticipantLocked(req)
+	b.mu.Unlock()
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := b.AddParticipantAs(rm.id, p.id, req.Role); err != nil {
+		return 0, nil, asError(err)
+	}
+	return http.StatusOK, participantChangedJSON{RoomID: rm.id, ParticipantID: p.id, Role: req.Role}, nil
+}
+
+func (b *Band) adminRemoveParticipant(r *http.Request) (int, any, *Error) {
+	var req participantRequest
+	if err := decodeAdmin(r, &req); err != nil {
+		return 0, nil, err
+	}
+	b.mu.Lock()
+	rm, p, err := b.resolveParticipantLocked(req)
+	b.mu.Unlock()
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := b.RemoveParticipant(rm.id, p.id); err != nil {
+		return 0, nil, asError(err)
+	}
+	return http.StatusOK, participantChangedJSON{RoomID: rm.id, ParticipantID: p.id}, nil
+}
+
+func (b *Band) adminDescription(r *http.Request) (int, any, *Error) {
+	var req struct {
+		Agent       string  `json:"agent"`
+		Description *string `json:"description"`
+	}
+	if err := decodeAdmin(r, &req); err != nil {
+		return 0, nil, err
+	}
+	if req.Description == nil {
+		return 0, nil, unprocessable("validation_error", "description is required (it may be empty)", "/description", "is required")
+	}
+	b.mu.Lock()
+	p, err := b.agentByRefLocked(req.Agent)
+	b.mu.Unlock()
+	if err != nil {
+		return 0, nil, err
+	}
+	_ = b.SetDescription(p.id, *req.Description) // p is an agent, so this cannot fail
+	return http.StatusOK, map[string]string{"agent_id": p.id, "description": *req.Description}, nil
+}
+
 type faultsJSON struct {
-	Request []Fault        `json:"request"`
-	Socket  []SocketFault  `json:"socket"`
-	Fired   map[string]int `json:"fired"`
+	Request   []Fault        `json:"request"`
+	Socket    []SocketFault  `json:"socket"`
+	RateLimit *RateLimit     `json:"rate_limit"` // null: none
+	Fired     map[string]int `json:"fired"`
 }
 
 func (b *Band) faultsLocked() faultsJSON {
-	out := faultsJSON{Request: []Fault{}, Socket: []SocketFault{}, Fired: map[string]int{}}
+	out := faultsJSON{Request: []Fault{}, Socket: []SocketFault{}, RateLimit: b.rate.limit, Fired: map[string]int{}}
 	for _, r := range b.faults.rules {
 		out.Request = append(out.Request, r.Fault)
 	}
@@ -324,8 +427,8 @@ func (b *Band) adminInject(r *http.Request) (int, any, *Error) {
 	if err := decodeAdmin(r, &plan); err != nil {
 		return 0, nil, err
 	}
-	if len(plan.Request) == 0 && len(plan.Socket) == 0 {
-		return 0, nil, badRequest(`the plan is empty: give {"request": [...]} or {"socket": [...]}`)
+	if len(plan.Request) == 0 && len(plan.Socket) == 0 && plan.RateLimit == nil {
+		return 0, nil, badRequest(`the plan is empty: give {"request": [...]}, {"socket": [...]} or {"rate_limit": {...}}`)
 	}
 	if err := b.InjectPlan(plan); err != nil {
 		return 0, nil, unprocessable("invalid_fault", err.Error(), "", err.Error())

@@ -75,16 +75,17 @@ func TestAdminSetupListsTheCastWithKeys(t *testing.T) {
 	f := newAdminFixture(t)
 	status, setup := f.admin(t, http.MethodGet, "/setup", nil)
 	require.Equal(t, http.StatusOK, status)
-	assert.Equal(t, "http://band.fake/api/v1", setup["rest_url"])
-	assert.Equal(t, "ws://band.fake/api/v1/socket/websocket", setup["socket_url"])
-	assert.Equal(t, "http://band.fake/_admin", setup["admin_url"])
+	assert.Equal(t, "http://band.localhost/api/v1", setup["rest_url"])
+	assert.Equal(t, "ws://band.localhost/api/v1/socket/websocket", setup["socket_url"])
+	assert.Equal(t, "http://band.localhost/_admin", setup["admin_url"])
 	owner := setup["owner"].(map[string]any)
 	assert.Equal(t, f.b.Owner().Key, owner["api_key"])
 
 	agents := setup["agents"].([]any)
 	require.Len(t, agents, 1)
 	bot := agents[0].(map[string]any)
-	assert.Equal(t, map[string]any{"id": f.bot.ID, "name": "Bot", "handle": f.bot.Handle, "type": "Agent", "api_key": f.bot.Key}, bot)
+	assert.Equal(t, map[string]any{"id": f.bot.ID, "name": "Bot", "handle": f.bot.Handle, "type": "Agent", "api_key": f.bot.Key,
+		"description": fakeband.DefaultDescription("Bot")}, bot)
 	humans := setup["humans"].([]any)
 	require.Len(t, humans, 2, "the operator is listed apart")
 	assert.Equal(t, f.alice.Key, humans[0].(map[string]any)["api_key"], "creation order")
@@ -330,4 +331,45 @@ func TestAdminAfterCloseIs503(t *testing.T) {
 	status, e := f.admin(t, http.MethodGet, "/truth", nil)
 	assert.Equal(t, http.StatusServiceUnavailable, status)
 	assert.Equal(t, "unavailable", e["code"])
+}
+
+// The admin API adds and removes participants and sets a description,
+// naming them as a person would; the truth shows the room's participants
+// and its events.
+func TestAdminChangesParticipantsAndDescriptions(t *testing.T) {
+	f := newAdminFixture(t)
+	helper := f.b.AddAgent("Helper")
+	status, added := f.admin(t, http.MethodPost, "/participants", map[string]any{"room": "general", "participant": "helper", "role": "admin"})
+	require.Equal(t, http.StatusOK, status, "%v", added)
+	assert.Equal(t, map[string]any{"room_id": f.room.ID, "participant_id": helper.ID, "role": "admin"}, added)
+	assert.Contains(t, f.b.Members(f.room.ID), fakeband.Member{ID: helper.ID, Name: "Helper", Handle: helper.Handle, Type: "Agent", Role: "admin"})
+
+	status, bad := f.admin(t, http.MethodPost, "/participants", map[string]any{"room": "general", "participant": "helper", "role": "boss"})
+	assert.Equal(t, http.StatusUnprocessableEntity, status)
+	assert.Equal(t, "validation_error", bad["code"])
+
+	status, _ = f.admin(t, http.MethodDelete, "/participants", map[string]any{"room": "general", "participant": "Bob"})
+	require.Equal(t, http.StatusOK, status)
+	status, gone := f.admin(t, http.MethodDelete, "/participants", map[string]any{"room": "general", "participant": "Bob"})
+	assert.Equal(t, http.StatusNotFound, status, "%v", gone)
+
+	status, _ = f.admin(t, http.MethodPost, "/description", map[string]any{"agent": "Bot", "description": "says hi"})
+	require.Equal(t, http.StatusOK, status)
+	me := f.do(t, http.MethodGet, "/agent/me", f.bot.Key, nil).data(t)
+	assert.Equal(t, "says hi", me["description"])
+	status, _ = f.admin(t, http.MethodPost, "/description", map[string]any{"agent": "Bob", "description": "x"})
+	assert.Equal(t, http.StatusUnprocessableEntity, status, "a human has no description")
+
+	_, err := f.b.PostEvent(f.room.ID, f.bot.ID, "thought", "hmm", nil)
+	require.NoError(t, err)
+	_, truth := f.admin(t, http.MethodGet, "/truth", nil)
+	room := truth["rooms"].([]any)[0].(map[string]any)
+	var names []string
+	for _, p := range room["participants"].([]any) {
+		names = append(names, p.(map[string]any)["name"].(string))
+	}
+	assert.Equal(t, []string{"Alice", "Bot", "Helper"}, names)
+	events := room["chat_events"].([]any)
+	require.Len(t, events, 1)
+	assert.Equal(t, "thought", events[0].(map[string]any)["message_type"])
 }

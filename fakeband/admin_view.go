@@ -1,6 +1,7 @@
 package fakeband
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 )
@@ -9,11 +10,12 @@ import (
 // Both are taken under one lock, so each is a consistent snapshot.
 
 type personJSON struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	Handle string `json:"handle"`
-	Type   string `json:"type"`
-	APIKey string `json:"api_key"`
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Handle      string `json:"handle"`
+	Type        string `json:"type"`
+	Description string `json:"description,omitempty"` // agents only
+	APIKey      string `json:"api_key"`
 }
 
 type memberJSON struct {
@@ -30,6 +32,15 @@ type roomSetupJSON struct {
 	Members []memberJSON `json:"members"`
 }
 
+func (b *Band) membersLocked(r *room) []memberJSON {
+	out := make([]memberJSON, 0, len(r.order))
+	for _, pid := range r.order {
+		p := b.participants[pid]
+		out = append(out, memberJSON{ID: p.id, Name: p.name, Type: p.kind, Role: r.roles[pid]})
+	}
+	return out
+}
+
 type setupJSON struct {
 	RESTURL   string          `json:"rest_url"`
 	SocketURL string          `json:"socket_url"`
@@ -41,7 +52,7 @@ type setupJSON struct {
 }
 
 func personOf(p *participant) personJSON {
-	return personJSON{ID: p.id, Name: p.name, Handle: p.handle, Type: p.kind, APIKey: p.key}
+	return personJSON{ID: p.id, Name: p.name, Handle: p.handle, Type: p.kind, Description: p.description, APIKey: p.key}
 }
 
 // adminSetup lists who is here. The URLs are the ones the caller reached
@@ -70,12 +81,7 @@ func (b *Band) adminSetup(r *http.Request) (int, any, *Error) {
 	}
 	for _, id := range b.roomOrder {
 		rm := b.rooms[id]
-		rs := roomSetupJSON{ID: rm.id, Title: rm.title, OwnerID: rm.ownerID, Members: []memberJSON{}}
-		for _, pid := range rm.order {
-			p := b.participants[pid]
-			rs.Members = append(rs.Members, memberJSON{ID: p.id, Name: p.name, Type: p.kind, Role: rm.roles[pid]})
-		}
-		out.Rooms = append(out.Rooms, rs)
+		out.Rooms = append(out.Rooms, roomSetupJSON{ID: rm.id, Title: rm.title, OwnerID: rm.ownerID, Members: b.membersLocked(rm)})
 	}
 	return http.StatusOK, out, nil
 }
@@ -89,10 +95,22 @@ type postJSON struct {
 	Mentions   []string `json:"mentions"`
 }
 
+// chatEventJSON is ChatEvent with JSON names.
+type chatEventJSON struct {
+	Seq         int             `json:"seq"`
+	ID          string          `json:"id"`
+	SenderID    string          `json:"sender_id"`
+	MessageType string          `json:"message_type"`
+	Content     string          `json:"content"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+}
+
 type roomTruthJSON struct {
-	ID    string     `json:"id"`
-	Title string     `json:"title"`
-	Posts []postJSON `json:"posts"`
+	ID           string          `json:"id"`
+	Title        string          `json:"title"`
+	Participants []memberJSON    `json:"participants"`
+	Posts        []postJSON      `json:"posts"`
+	ChatEvents   []chatEventJSON `json:"chat_events"`
 }
 
 type deliveryJSON struct {
@@ -108,6 +126,7 @@ type executionTruthJSON struct {
 	AgentID string `json:"agent_id"`
 	RoomID  string `json:"room_id"`
 	Stopped bool   `json:"stopped"`
+	Working bool   `json:"working"` // the agent's last /activity report
 }
 
 // markTruthJSON is Mark with JSON names; the conversion keeps them in step.
@@ -157,7 +176,12 @@ func (b *Band) adminTruth(*http.Request) (int, any, *Error) {
 	}
 	for _, id := range b.roomOrder {
 		rm := b.rooms[id]
-		rt := roomTruthJSON{ID: rm.id, Title: rm.title, Posts: []postJSON{}}
+		rt := roomTruthJSON{ID: rm.id, Title: rm.title, Participants: b.membersLocked(rm), Posts: []postJSON{}, ChatEvents: []chatEventJSON{}}
+		for _, e := range b.truth.chatEvents[rm.id] {
+			rt.ChatEvents = append(rt.ChatEvents, chatEventJSON{
+				Seq: e.Seq, ID: e.ID, SenderID: e.SenderID, MessageType: e.MessageType, Content: e.Content, Metadata: e.Metadata,
+			})
+		}
 		for _, p := range b.truth.posts[rm.id] {
 			rt.Posts = append(rt.Posts, postJSON{
 				Seq: p.Seq, ID: p.ID, SenderID: p.SenderID, SenderType: p.SenderType,
@@ -175,7 +199,7 @@ func (b *Band) adminTruth(*http.Request) (int, any, *Error) {
 		}
 		for _, pid := range rm.order {
 			if e := b.executions[pairKey{pid, rm.id}]; e != nil {
-				out.Executions = append(out.Executions, executionTruthJSON{ID: e.id, AgentID: pid, RoomID: rm.id, Stopped: e.stopped})
+				out.Executions = append(out.Executions, executionTruthJSON{ID: e.id, AgentID: pid, RoomID: rm.id, Stopped: e.stopped, Working: e.working})
 			}
 		}
 	}

@@ -24,11 +24,13 @@ type Band struct {
 	messages     map[string]*message
 	deliveries   map[deliveryKey]*delivery
 	executions   map[pairKey]*execution
-	lastDone     map[pairKey]string // message most recently processed, for StaleNext
-	settledUpTo  map[pairKey]int    // room messages before this index are all settled for the agent
+	lastDone     map[pairKey]string         // message most recently processed, for StaleNext
+	settledUpTo  map[pairKey]int            // room messages before this index are all settled for the agent
+	contacts     map[string]map[string]bool // agent id -> its contacts' participant ids
 
 	truth  truth
 	faults faultState
+	rate   limiter
 	nReq   int // request ids
 	nCtl   int // correlation ids of control pushes
 
@@ -56,6 +58,7 @@ func New(opts Options) *Band {
 		executions:   map[pairKey]*execution{},
 		lastDone:     map[pairKey]string{},
 		settledUpTo:  map[pairKey]int{},
+		contacts:     map[string]map[string]bool{},
 		closing:      make(chan struct{}),
 	}
 	if b.now == nil {
@@ -63,6 +66,13 @@ func New(opts Options) *Band {
 	}
 	b.truth.init()
 	b.faults.init()
+	b.rate.buckets = map[string]*bucket{}
+	if opts.RateLimit != nil {
+		if err := opts.RateLimit.validate(); err == nil {
+			copied := *opts.RateLimit
+			b.rate.limit = &copied
+		}
+	}
 	b.sockets.init()
 	b.owner = b.addParticipantLocked("Owner", typeUser)
 	b.handler = b.routes(opts.Admin)

@@ -70,12 +70,12 @@ func (c *conn) handle(f phoenix.Frame) {
 func (b *Band) refuseJoinLocked(agentID, topic string) string {
 	kind, id, _ := strings.Cut(topic, ":")
 	switch kind {
-	case "agent_control", "agent_rooms":
+	case "agent_control", "agent_rooms", "agent_contacts":
 		if id == agentID {
 			return ""
 		}
 		return "unauthorized"
-	case "chat_room":
+	case "chat_room", "room_participants":
 		if r := b.rooms[id]; r != nil && r.has(agentID) {
 			return ""
 		}

@@ -16,6 +16,15 @@
 //     prepended per mention. Posting while stopped is 403.
 //   - Stop, play and interrupt are pushed on agent_control:{agent_id}; the
 //     server does not deduplicate them.
+//   - Events (POST .../events: tool_call, tool_result, thought, error, task,
+//     attention) need no mention, are refused with 403 while the agent is
+//     stopped, and are in the sending agent's /context in the room's order,
+//     as "all messages the agent sent (any type)" (getAgentChatContext);
+//     they mention no one, so no other agent's context holds them, and
+//     they are never delivered or served by /next.
+//   - Participants added or removed are pushed as participant_added and
+//     participant_removed on room_participants:{room}; the agent concerned
+//     also gets room_added or room_removed on agent_rooms:{agent}.
 //
 // Choices the fake makes where Band's behaviour is not documented:
 //
@@ -38,6 +47,17 @@
 //   - supersede pushes are exempt from socket faults: they are the signal
 //     that stops a client from fighting for its connection.
 //   - An agent has one execution per room, created when it first joins.
+//   - An agent may add its sibling agents (every agent here has the one
+//     operator as owner) and the operator; adding someone already in the
+//     room is 422; only a room's owner or admin may remove, never the
+//     room's only owner (403 cannot_remove_sole_owner).
+//   - Peers are the operator, the sibling agents and the agent's contacts
+//     (AddContact); there are no global agents, and no contact requests.
+//     A contact event's id is the contact's participant id.
+//   - event_created is pushed on chat_room:{room} to every agent of the
+//     room (the SDKs ignore it; they read events back over REST).
+//   - The plan quota (403 limit_reached) is a FailBefore fault with Status
+//     403 and Code "limit_reached"; /activity's 503 is a FailBefore too.
 //   - Only joined topics get pushes; pushes to an agent with no socket are
 //     lost, as Band's are (the durable queue is /next).
 //

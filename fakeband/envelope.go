@@ -23,7 +23,12 @@ func errorBody(e *Error, reqID string) any {
 type successBody struct {
 	Data     any `json:"data"`
 	Metadata any `json:"metadata,omitempty"`
+	Meta     any `json:"meta,omitempty"` // the deprecated copy of metadata /context still carries
 }
+
+// sunset is when Band removes page/page_size paging (API 2.0.0), as its
+// document says; it is the Sunset header of every answer to such paging.
+const sunset = "Thu, 01 Oct 2026 00:00:00 GMT"
 
 // writeReply renders a handler's answer in Band's envelopes.
 func writeReply(w http.ResponseWriter, rep reply, reqID string) {
@@ -34,7 +39,15 @@ func writeReply(w http.ResponseWriter, rep reply, reqID string) {
 	case rep.data == nil:
 		w.WriteHeader(rep.status)
 	default:
-		writeJSON(w, rep.status, successBody{Data: rep.data, Metadata: rep.meta})
+		body := successBody{Data: rep.data, Metadata: rep.meta}
+		if rep.legacyMeta {
+			body.Meta = rep.meta
+		}
+		if rep.deprecated {
+			w.Header().Set("Deprecation", "true")
+			w.Header().Set("Sunset", sunset)
+		}
+		writeJSON(w, rep.status, body)
 	}
 }
 
@@ -54,7 +67,13 @@ func writeFailBefore(w http.ResponseWriter, f *Fault, reqID string) {
 		w.WriteHeader(status)
 		return
 	}
-	e := &Error{Status: status, Code: codeForStatus(status), Message: http.StatusText(status)}
+	e := &Error{Status: status, Code: f.Code, Message: http.StatusText(status)}
+	if e.Code == "" {
+		e.Code = codeForStatus(status)
+	}
+	if e.Code == "limit_reached" {
+		e.Message = "plan quota limit reached"
+	}
 	writeJSON(w, status, errorBody(e, reqID))
 }
 

@@ -37,6 +37,10 @@ var (
 	ErrForbidden = &Error{Status: http.StatusForbidden, Code: "forbidden", Message: "forbidden"}
 	// ErrStopped: the agent's execution in the room is stopped, so it may not post.
 	ErrStopped = &Error{Status: http.StatusForbidden, Code: "execution_stopped", Message: "agent execution is stopped in this chat"}
+	// ErrLimitReached: the plan's quota is used up (Band answers it on
+	// creating rooms, messages, events and participants). The fake answers
+	// it through a FailBefore fault with Status 403 and this Code.
+	ErrLimitReached = &Error{Status: http.StatusForbidden, Code: "limit_reached", Message: "plan quota limit reached"}
 	// ErrValidation: the request body or parameters are invalid.
 	ErrValidation = &Error{Status: http.StatusUnprocessableEntity, Code: "validation_error", Message: "validation failed"}
 	// ErrNoActiveAttempt: processed or failed without an open attempt.

@@ -32,7 +32,9 @@ var (
 	// endpoints lists every Endpoint a fault may name, in a stable order.
 	endpoints = []Endpoint{
 		EndpointMe, EndpointChats, EndpointNext, EndpointProcessing, EndpointProcessed, EndpointFailed,
-		EndpointPost, EndpointContext, EndpointHumanPost, EndpointControl, EndpointSocket,
+		EndpointPost, EndpointContext, EndpointMessages, EndpointEvent, EndpointActivity,
+		EndpointParticipants, EndpointAddParticipant, EndpointRemoveParticipant, EndpointCreateChat, EndpointPeers,
+		EndpointHumanPost, EndpointControl, EndpointSocket,
 	}
 )
 
@@ -41,6 +43,8 @@ var (
 type FaultPlan struct {
 	Request []Fault       `json:"request,omitempty"`
 	Socket  []SocketFault `json:"socket,omitempty"`
+	// RateLimit, when set, replaces the Band's rate limit (see RateLimit).
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
 }
 
 // InjectPlan checks every rule of the plan and then adds them all at once
@@ -58,6 +62,10 @@ func (b *Band) InjectPlan(p FaultPlan) error {
 	for _, f := range p.Socket {
 		b.faults.socket = append(b.faults.socket, &socketRule{SocketFault: f})
 	}
+	if p.RateLimit != nil {
+		copied := *p.RateLimit
+		b.rate = limiter{limit: &copied, buckets: map[string]*bucket{}}
+	}
 	return nil
 }
 
@@ -71,6 +79,9 @@ func (p FaultPlan) validate() error {
 		if err := validateSocketFault(f); err != nil {
 			return fmt.Errorf("socket[%d]: %w", i, err)
 		}
+	}
+	if p.RateLimit != nil {
+		return p.RateLimit.validate()
 	}
 	return nil
 }
@@ -123,6 +134,7 @@ type faultJSON struct {
 	Probability float64    `json:"probability,omitempty"`
 	Kind        *FaultKind `json:"kind"` // a pointer so that a missing kind is an error, not fail_before
 	Status      int        `json:"status,omitempty"`
+	Code        string     `json:"code,omitempty"`
 	RetryAfter  string     `json:"retry_after,omitempty"`
 	EmptyBody   bool       `json:"empty_body,omitempty"`
 	Delay       string     `json:"delay,omitempty"`
@@ -132,7 +144,7 @@ type faultJSON struct {
 func (f Fault) MarshalJSON() ([]byte, error) {
 	j := faultJSON{
 		Endpoint: f.Endpoint, Nth: f.Nth, Count: f.Count, Probability: f.Probability, Kind: &f.Kind,
-		Status: f.Status, RetryAfter: f.RetryAfter, EmptyBody: f.EmptyBody,
+		Status: f.Status, Code: f.Code, RetryAfter: f.RetryAfter, EmptyBody: f.EmptyBody,
 	}
 	if f.Delay != 0 {
 		j.Delay = f.Delay.String()
@@ -156,7 +168,7 @@ func (f *Fault) UnmarshalJSON(data []byte) error {
 	}
 	out := Fault{
 		Endpoint: j.Endpoint, Nth: j.Nth, Count: j.Count, Probability: j.Probability, Kind: *j.Kind,
-		Status: j.Status, RetryAfter: j.RetryAfter, EmptyBody: j.EmptyBody, Delay: d,
+		Status: j.Status, Code: j.Code, RetryAfter: j.RetryAfter, EmptyBody: j.EmptyBody, Delay: d,
 	}
 	if err := validateFault(out); err != nil {
 		return err
@@ -281,6 +293,8 @@ func validateFault(f Fault) error {
 		return fmt.Errorf("%w: count needs nth", ErrBadFault)
 	case f.Status != 0 && (f.Status < 400 || f.Status > 599):
 		return fmt.Errorf("%w: status %d is not an HTTP error status (400-599)", ErrBadFault, f.Status)
+	case f.Code != "" && (f.Kind != FailBefore || f.EmptyBody):
+		return fmt.Errorf("%w: code only applies to kind fail_before with a body", ErrBadFault)
 	case f.Kind == Delay && f.Delay <= 0:
 		return fmt.Errorf("%w: kind delay needs a positive delay", ErrBadFault)
 	case f.Kind == StaleNext && f.Endpoint != EndpointNext:

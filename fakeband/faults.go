@@ -19,9 +19,18 @@ const (
 	EndpointFailed     Endpoint = "failed"     // POST .../messages/{mid}/failed
 	EndpointPost       Endpoint = "post"       // POST /agent/chats/{id}/messages
 	EndpointContext    Endpoint = "context"    // GET /agent/chats/{id}/context
-	EndpointHumanPost  Endpoint = "human_post" // POST /me/chats/{id}/messages
-	EndpointControl    Endpoint = "control"    // the /me stop, play, executions and interrupt routes
-	EndpointSocket     Endpoint = "socket"     // GET /socket/websocket (the upgrade)
+	EndpointMessages   Endpoint = "messages"   // GET /agent/chats/{id}/messages?status=
+	EndpointEvent      Endpoint = "event"      // POST /agent/chats/{id}/events
+	EndpointActivity   Endpoint = "activity"   // POST /agent/chats/{id}/activity
+	// EndpointParticipants lists a room's participants (GET .../participants).
+	EndpointParticipants      Endpoint = "participants"
+	EndpointAddParticipant    Endpoint = "add_participant"    // POST /agent/chats/{id}/participants
+	EndpointRemoveParticipant Endpoint = "remove_participant" // DELETE .../participants/{pid}
+	EndpointCreateChat        Endpoint = "create_chat"        // POST /agent/chats
+	EndpointPeers             Endpoint = "peers"              // GET /agent/peers
+	EndpointHumanPost         Endpoint = "human_post"         // POST /me/chats/{id}/messages
+	EndpointControl           Endpoint = "control"            // the /me stop, play, executions and interrupt routes
+	EndpointSocket            Endpoint = "socket"             // GET /socket/websocket (the upgrade)
 )
 
 func (e Endpoint) isAgent() bool {
@@ -76,6 +85,7 @@ type Fault struct {
 	Probability float64       // with Nth == 0: seeded chance per matching request
 	Kind        FaultKind     // what firing does
 	Status      int           // FailBefore: e.g. 500, 503, 429 (0 = 503)
+	Code        string        // FailBefore: the error code ("" = one named after Status); 403 limit_reached is Band's plan quota
 	RetryAfter  string        // FailBefore: Retry-After header value ("" = none)
 	EmptyBody   bool          // FailBefore: no body at all (like the load balancer's 429)
 	Delay       time.Duration // Delay: how long to wait before serving
@@ -102,13 +112,14 @@ func (b *Band) Inject(f Fault) {
 	b.faults.rules = append(b.faults.rules, &faultRule{Fault: f})
 }
 
-// ClearFaults removes every request and socket fault rule. The histogram
-// of fired faults is kept.
+// ClearFaults removes every request and socket fault rule and lifts the
+// rate limit. The histogram of fired faults is kept.
 func (b *Band) ClearFaults() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.faults.rules = nil
 	b.faults.socket = nil
+	b.rate = limiter{buckets: map[string]*bucket{}}
 }
 
 // FaultsFired is a histogram "endpoint/kind" -> times fired, for example

@@ -24,6 +24,11 @@ type reply struct {
 	data   any // wrapped as {"data": ...}; nil with 204 means no body
 	meta   any // "metadata", lists only
 	err    *Error
+	// legacyMeta repeats meta as the deprecated "meta" (/context only).
+	legacyMeta bool
+	// deprecated marks an answer to deprecated page/page_size paging with
+	// Band's Deprecation and Sunset headers.
+	deprecated bool
 }
 
 func okReply(status int, data any) reply { return reply{status: status, data: data} }
@@ -72,7 +77,7 @@ func (b *Band) routes(admin bool) http.Handler {
 // handler, and rendering (or losing) the answer.
 func (b *Band) api(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, reqID, open := b.admit(rt.ep)
+		f, reqID, open := b.admit(rt.ep, r)
 		if !open {
 			writeReply(w, errReply(errClosedBand), reqID)
 			return
@@ -102,8 +107,9 @@ func (b *Band) api(rt route) http.Handler {
 	})
 }
 
-// admit counts the request and picks its fault; open is false after Close.
-func (b *Band) admit(ep Endpoint) (f *Fault, reqID string, open bool) {
+// admit counts the request and picks its fault: the rate limit's 429
+// first, then the fault rules; open is false after Close.
+func (b *Band) admit(ep Endpoint, r *http.Request) (f *Fault, reqID string, open bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	reqID = b.requestIDLocked()
@@ -111,6 +117,11 @@ func (b *Band) admit(ep Endpoint) (f *Fault, reqID string, open bool) {
 		return nil, reqID, false
 	}
 	b.truth.reqs[ep]++
+	if b.rate.limit != nil && r != nil {
+		if f := b.throttleLocked(ep, r.Header.Get("X-API-Key")); f != nil {
+			return f, reqID, true
+		}
+	}
 	return b.pickFaultLocked(ep), reqID, true
 }
 

@@ -29,8 +29,11 @@ var conformanceExceptions = []exception{
 		"422 for the page-only listing"},
 	{status: 429, why: "a FailBefore fault with EmptyBody imitates the AWS load balancer's throttling, which " +
 		"answers an empty 429 no operation documents (band-api.md §1.2-1.4, GH#107)"},
-	{status: 503, body: "Error", why: "a FailBefore fault's default: an overloaded platform; the document " +
-		"lists 503 only for /activity, which the fake does not serve"},
+	{status: 503, notFor: []string{"reportAgentChatActivity"}, body: "Error", why: "a FailBefore fault's default: an " +
+		"overloaded platform; the document lists 503 only for /activity"},
+	{op: "listAgentPeers", status: 422, body: "ValidationError", why: "the fake refuses a page or page_size out of " +
+		"1..100, or a not_in_chat that is no UUID, with validation_error rather than guess; the document lists no 422 " +
+		"for the peer listing"},
 }
 
 // Every response the fake gives on the agent endpoints, successes and

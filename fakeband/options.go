@@ -20,6 +20,11 @@ type Options struct {
 	// hands out every key, so serve it on loopback only. False (the
 	// default) leaves it out.
 	Admin bool
+
+	// RateLimit, if set, throttles each agent's REST calls from the start
+	// (see RateLimit; an invalid one is ignored, as SetRateLimit would
+	// refuse it). Band.SetRateLimit and fault plans change it later.
+	RateLimit *RateLimit
 }
 
 // DefaultStart is the first reading of the default clock.

@@ -25,6 +25,11 @@ type cursorMetaJSON struct {
 	NextCursor *string `json:"next_cursor"`
 	HasMore    bool    `json:"has_more"`
 	Limit      int     `json:"limit"`
+	// The deprecated page fields, only when the request paged by page.
+	Page       *int `json:"page,omitempty"`
+	PageSize   *int `json:"page_size,omitempty"`
+	TotalCount *int `json:"total_count,omitempty"`
+	TotalPages *int `json:"total_pages,omitempty"`
 }
 
 // intParam reads a positive integer query parameter, no larger than max
@@ -93,29 +98,41 @@ func decodeCursor(s string, max int) (int, bool) {
 }
 
 // contextLocked is one page of the agent's view of the room: its own
-// messages and the messages that mention it, oldest first.
-func (b *Band) contextLocked(agent *participant, roomID string, q url.Values) ([]chatMessageJSON, cursorMetaJSON, *Error) {
+// messages and events and the text messages that mention it, oldest first.
+func (b *Band) contextLocked(agent *participant, roomID string, q url.Values) ([]chatMessageJSON, cursorMetaJSON, bool, *Error) {
 	r, err := b.memberRoom(roomID, agent)
 	if err != nil {
-		return nil, cursorMetaJSON{}, err
+		return nil, cursorMetaJSON{}, false, err
 	}
-	limit, err := intParam(q, "limit", contextLimitDefault, maxPageSize)
+	inView := func(m *message) bool { return m.sender == agent || m.mentionsAgent(agent.id) }
+	return listLocked(r, q, contextLimitDefault, inView)
+}
+
+// listLocked is one page of the room's messages that keep holds for,
+// oldest first: from the cursor on, or, when the request pages the
+// deprecated way (page or page_size, no cursor), that page of them, with
+// page metadata and deprecated true.
+func listLocked(r *room, q url.Values, defLimit int, keep func(*message) bool) ([]chatMessageJSON, cursorMetaJSON, bool, *Error) {
+	if q.Get("cursor") == "" && (q.Has("page") || q.Has("page_size")) {
+		items, meta, err := pageLocked(r, q, defLimit, keep)
+		return items, meta, true, err
+	}
+	limit, err := intParam(q, "limit", defLimit, maxPageSize)
 	if err != nil {
-		return nil, cursorMetaJSON{}, err
+		return nil, cursorMetaJSON{}, false, err
 	}
 	pos := 0
 	if c := q.Get("cursor"); c != "" {
 		var ok bool
 		if pos, ok = decodeCursor(c, len(r.messages)); !ok {
-			return nil, cursorMetaJSON{}, unprocessable("invalid_cursor", "cursor is invalid", "/cursor", "is invalid")
+			return nil, cursorMetaJSON{}, false, unprocessable("invalid_cursor", "cursor is invalid", "/cursor", "is invalid")
 		}
 	}
-	inView := func(m *message) bool { return m.sender.id == agent.id || m.mentionsAgent(agent.id) }
 	items := []chatMessageJSON{}
 	meta := cursorMetaJSON{Limit: limit}
 	for ; pos < len(r.messages); pos++ {
 		m := r.messages[pos]
-		if !inView(m) {
+		if !keep(m) {
 			continue
 		}
 		if len(items) == limit {
@@ -126,5 +143,34 @@ func (b *Band) contextLocked(agent *participant, roomID string, q url.Values) ([
 		}
 		items = append(items, renderMessage(m))
 	}
+	return items, meta, false, nil
+}
+
+// pageLocked pages by page number, as Band still does (deprecated, to be
+// removed in API 2.0.0) for the official SDKs that ask that way.
+func pageLocked(r *room, q url.Values, defLimit int, keep func(*message) bool) ([]chatMessageJSON, cursorMetaJSON, *Error) {
+	page, err := intParam(q, "page", 1, 0)
+	if err != nil {
+		return nil, cursorMetaJSON{}, err
+	}
+	size, err := intParam(q, "page_size", defLimit, maxPageSize)
+	if err != nil {
+		return nil, cursorMetaJSON{}, err
+	}
+	var all []*message
+	for _, m := range r.messages {
+		if keep(m) {
+			all = append(all, m)
+		}
+	}
+	total, pages := len(all), (len(all)+size-1)/size
+	items := []chatMessageJSON{}
+	if page <= pages {
+		start := (page - 1) * size
+		for _, m := range all[start:min(start+size, total)] {
+			items = append(items, renderMessage(m))
+		}
+	}
+	meta := cursorMetaJSON{Limit: size, HasMore: page < pages, Page: &page, PageSize: &size, TotalCount: &total, TotalPages: &pages}
 	return items, meta, nil
 }

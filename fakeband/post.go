@@ -144,7 +144,7 @@ func (b *Band) resolveOne(r *room, m mentionIn, at string) (*participant, *Error
 // storeLocked applies a validated post: stored content, deliveries, truth
 // and pushes.
 func (b *Band) storeLocked(r *room, sender *participant, content string, mentions []mention) *message {
-	m := &message{id: b.ids.uuid(), roomID: r.id, sender: sender, mentions: mentions, at: b.stamp()}
+	m := &message{id: b.ids.uuid(), roomID: r.id, sender: sender, kind: TypeText, mentions: mentions, at: b.stamp()}
 	m.content = withMarkers(content, mentions)
 	for _, mn := range mentions {
 		if mn.kind == kindMention {

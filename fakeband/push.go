@@ -37,9 +37,14 @@ type roomAddedJSON struct {
 	UpdatedAt  time.Time `json:"updated_at"`
 }
 
+// roomRemovedJSON carries status and type because the TypeScript SDK's
+// schema requires them (packages/sdk/src/platform/streaming/payloadSchemas.ts)
+// and drops a room_removed without them.
 type roomRemovedJSON struct {
 	ID        string    `json:"id"`
 	Title     string    `json:"title"`
+	Status    string    `json:"status"`
+	Type      string    `json:"type"`
 	RemovedAt time.Time `json:"removed_at"`
 }
 
@@ -47,9 +52,38 @@ type roomRemovedJSON struct {
 func (b *Band) pushRoomLocked(agentID, event string, r *room) {
 	var payload any = roomAddedJSON{ID: r.id, Title: r.title, InsertedAt: r.at, UpdatedAt: r.at}
 	if event == "room_removed" {
-		payload = roomRemovedJSON{ID: r.id, Title: r.title, RemovedAt: b.stamp()}
+		payload = roomRemovedJSON{ID: r.id, Title: r.title, Status: "active", Type: r.kind(), RemovedAt: b.stamp()}
 	}
 	b.pushLocked(agentID, "agent_rooms:"+agentID, event, payload)
+}
+
+// participantAddedJSON is participant_added on room_participants:{room},
+// with the fields both official SDKs read (PY: ParticipantAddedPayload in
+// src/band/client/streaming/client.py; TS: payloadSchemas.ts).
+type participantAddedJSON struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Handle      string `json:"handle"`
+	Description string `json:"description,omitempty"`
+}
+
+type participantRemovedJSON struct {
+	ID string `json:"id"`
+}
+
+// pushParticipantsLocked sends a participant event to every agent of the
+// room that joined room_participants:{room}.
+func (b *Band) pushParticipantsLocked(r *room, event string, payload any) {
+	if len(b.sockets.byAgent) == 0 {
+		return // nobody is connected: skip the encoding
+	}
+	topic := "room_participants:" + r.id
+	for _, id := range r.order {
+		if b.participants[id].isAgent() {
+			b.pushLocked(id, topic, event, payload)
+		}
+	}
 }
 
 type supersedeJSON struct {

@@ -21,6 +21,14 @@ func (b *Band) agentRoutes() []route {
 		{"POST " + msg + "/failed", EndpointFailed, agentSide, b.serveFailed},
 		{"POST " + chat + "/messages", EndpointPost, agentSide, b.servePost},
 		{"GET " + chat + "/context", EndpointContext, agentSide, b.serveContext},
+		{"GET " + chat + "/messages", EndpointMessages, agentSide, b.serveMessages},
+		{"POST " + chat + "/events", EndpointEvent, agentSide, b.serveEvent},
+		{"POST " + chat + "/activity", EndpointActivity, agentSide, b.serveActivity},
+		{"GET " + chat + "/participants", EndpointParticipants, agentSide, b.serveParticipants},
+		{"POST " + chat + "/participants", EndpointAddParticipant, agentSide, b.serveAddParticipant},
+		{"DELETE " + chat + "/participants/{id}", EndpointRemoveParticipant, agentSide, b.serveRemoveParticipant},
+		{"POST /api/v1/agent/chats", EndpointCreateChat, agentSide, b.serveCreateChat},
+		{"GET /api/v1/agent/peers", EndpointPeers, agentSide, b.servePeers},
 	}
 }
 
@@ -29,7 +37,8 @@ func (b *Band) serveMe(c *call) reply {
 	defer b.mu.Unlock()
 	p := c.who
 	return okReply(http.StatusOK, agentMeJSON{
-		ID: p.id, Name: p.name, Handle: p.handle, OwnerUUID: b.owner.id, InsertedAt: p.at, UpdatedAt: p.at,
+		ID: p.id, Name: p.name, Handle: p.handle, Description: p.description, OwnerUUID: b.owner.id,
+		Tags: []string{}, InsertedAt: p.at, UpdatedAt: p.at,
 	})
 }
 
@@ -139,11 +148,13 @@ func (b *Band) postOverHTTP(c *call) reply {
 func (b *Band) serveContext(c *call) reply {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	items, meta, err := b.contextLocked(c.who, c.r.PathValue("chat_id"), c.r.URL.Query())
+	items, meta, deprecated, err := b.contextLocked(c.who, c.r.PathValue("chat_id"), c.r.URL.Query())
 	if err != nil {
 		return errReply(err)
 	}
-	return reply{status: http.StatusOK, data: items, meta: meta}
+	// Band still sends the deprecated "meta" copy beside "metadata", and
+	// older SDK clients read it.
+	return reply{status: http.StatusOK, data: items, meta: meta, legacyMeta: true, deprecated: deprecated}
 }
 
 // decodeBody reads a JSON object body of at most maxBody bytes.

@@ -15,7 +15,7 @@ import (
 //	{
 //	  "seed": 7,
 //	  "humans": [{"name": "ada"}, {"name": "bob"}],
-//	  "agents": [{"name": "echo"}],
+//	  "agents": [{"name": "echo", "description": "repeats what it is told"}],
 //	  "rooms": [
 //	    {"title": "support", "owner": "ada", "members": ["echo", "bob"]}
 //	  ],
@@ -23,7 +23,8 @@ import (
 //	    {"room": "support", "from": "bob", "text": "hello"},
 //	    {"room": "support", "text": "anyone?", "mentions": ["echo"]}
 //	  ],
-//	  "faults": {"request": [{"endpoint": "post", "kind": "lose_response", "nth": 1}]}
+//	  "faults": {"request": [{"endpoint": "post", "kind": "lose_response", "nth": 1}],
+//	             "rate_limit": {"per_second": 5, "burst": 10, "retry_after": true}}
 //	}
 //
 // Participants are named once, humans and agents together, and referred
@@ -50,8 +51,11 @@ type ScenarioHuman struct {
 }
 
 // ScenarioAgent is an agent participant, owned by the operator.
+// Description is what GET /agent/me answers; empty means
+// DefaultDescription(Name) (Band registers every agent with one).
 type ScenarioAgent struct {
-	Name string `json:"name"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
 }
 
 // ScenarioRoom is a room: its owner (a human's name; empty means the
@@ -112,8 +116,9 @@ func ParseScenario(data []byte) (*Scenario, error) {
 	var file struct {
 		*Scenario
 		Faults struct {
-			Request []json.RawMessage `json:"request"`
-			Socket  []json.RawMessage `json:"socket"`
+			Request   []json.RawMessage `json:"request"`
+			Socket    []json.RawMessage `json:"socket"`
+			RateLimit *RateLimit        `json:"rate_limit"`
 		} `json:"faults"`
 	}
 	file.Scenario = s
@@ -140,6 +145,7 @@ func ParseScenario(data []byte) (*Scenario, error) {
 		}
 		s.Faults.Socket = append(s.Faults.Socket, f)
 	}
+	s.Faults.RateLimit = file.Faults.RateLimit
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -196,6 +202,11 @@ func (s *Scenario) Validate() error {
 	for i, f := range s.Faults.Socket {
 		if err := validateSocketFault(f); err != nil {
 			v.errs = append(v.errs, faultProblem(fmt.Sprintf("faults.socket[%d]", i), err))
+		}
+	}
+	if l := s.Faults.RateLimit; l != nil {
+		if err := l.validate(); err != nil {
+			v.errs = append(v.errs, faultProblem("faults.rate_limit", err))
 		}
 	}
 	return errors.Join(v.errs...)

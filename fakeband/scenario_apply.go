@@ -40,6 +40,9 @@ func (s *Scenario) Apply(b *Band) (*Cast, error) {
 	}
 	for _, a := range s.Agents {
 		ag := b.AddAgent(a.Name)
+		if a.Description != "" {
+			_ = b.SetDescription(ag.ID, a.Description) // ag was just added as an agent
+		}
 		cast.Agents = append(cast.Agents, ag)
 		ids[strings.ToLower(a.Name)] = ag.ID
 	}

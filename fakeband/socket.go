@@ -62,7 +62,7 @@ func (b *Band) socketRoute(mux *http.ServeMux) {
 // empty 403 before the upgrade. A newer connection supersedes the older
 // ones of the same agent.
 func (b *Band) serveSocket(w http.ResponseWriter, r *http.Request) {
-	f, reqID, open := b.admit(EndpointSocket)
+	f, reqID, open := b.admit(EndpointSocket, nil) // the upgrade is never throttled
 	if !open {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return

@@ -7,8 +7,10 @@ import (
 	"github.com/band-once/bandonce/internal/memnet"
 )
 
-// Host is the host name of the in-memory URLs.
-const Host = "band.fake"
+// Host is the host name of the in-memory URLs: a name under localhost,
+// which RFC 6761 keeps for loopback, since these requests never leave
+// the process.
+const Host = "band.localhost"
 
 // ErrResponseLost is the transport error the in-memory client returns for
 // a request whose response a LoseResponse fault dropped. The request was

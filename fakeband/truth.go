@@ -1,6 +1,9 @@
 package fakeband
 
-import "slices"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // Post is one stored message as the fake holds it. Content is the stored
 // form (mention markers included); Mentions are the ids of the kind=mention
@@ -21,6 +24,15 @@ type Mark struct {
 	Error                            string
 }
 
+// ChatEvent is one event an agent posted (POST .../events): a message of
+// one of the six event types that mentions no one. Metadata is the event's
+// metadata object as stored (compacted), nil when it had none.
+type ChatEvent struct {
+	Seq                                        int
+	ID, RoomID, SenderID, MessageType, Content string
+	Metadata                                   json.RawMessage
+}
+
 // Event is one applied change, in the Band's single global order. AgentID
 // is the agent concerned, or the participant for join, leave and post.
 type Event struct {
@@ -31,30 +43,36 @@ type Event struct {
 
 // Event kinds.
 const (
-	EventRoom      = "room"      // a room was created; Detail is its title
-	EventJoin      = "join"      // a participant joined; Detail is its role
-	EventLeave     = "leave"     // a participant left
-	EventPost      = "post"      // a message was stored; Detail is the sender type
-	EventMark      = "mark"      // a lifecycle call applied; Detail is the mark kind
-	EventStop      = "stop"      // an execution was stopped; Detail is the correlation id
-	EventPlay      = "play"      // an execution was resumed; Detail is the correlation id
-	EventInterrupt = "interrupt" // an interrupt was pushed; Detail is the correlation id
-	EventSupersede = "supersede" // an agent's sockets were superseded; Detail is the message
-	EventConnect   = "connect"   // an agent's socket connected
-	EventDrop      = "drop"      // DropSockets ran; Detail is how many connections it closed
+	EventRoom           = "room"            // a room was created; Detail is its title
+	EventJoin           = "join"            // a participant joined; Detail is its role
+	EventLeave          = "leave"           // a participant left
+	EventPost           = "post"            // a message was stored; Detail is the sender type
+	EventMark           = "mark"            // a lifecycle call applied; Detail is the mark kind
+	EventStop           = "stop"            // an execution was stopped; Detail is the correlation id
+	EventPlay           = "play"            // an execution was resumed; Detail is the correlation id
+	EventInterrupt      = "interrupt"       // an interrupt was pushed; Detail is the correlation id
+	EventSupersede      = "supersede"       // an agent's sockets were superseded; Detail is the message
+	EventConnect        = "connect"         // an agent's socket connected
+	EventDrop           = "drop"            // DropSockets ran; Detail is how many connections it closed
+	EventChatEvent      = "chat_event"      // an agent posted an event; Detail is its message_type
+	EventActivity       = "activity"        // an agent reported /activity; Detail is working or idle
+	EventContactAdded   = "contact_added"   // a contact of the agent was added; Detail is the participant id
+	EventContactRemoved = "contact_removed" // a contact of the agent was removed; Detail is the participant id
 )
 
 // truth is the ground-truth record. Callers hold b.mu.
 type truth struct {
-	seq    int
-	events []Event
-	posts  map[string][]Post      // by room
-	marks  map[deliveryKey][]Mark // by (agent, message)
-	reqs   map[Endpoint]int
+	seq        int
+	events     []Event
+	posts      map[string][]Post      // by room
+	chatEvents map[string][]ChatEvent // by room
+	marks      map[deliveryKey][]Mark // by (agent, message)
+	reqs       map[Endpoint]int
 }
 
 func (t *truth) init() {
 	t.posts = map[string][]Post{}
+	t.chatEvents = map[string][]ChatEvent{}
 	t.marks = map[deliveryKey][]Mark{}
 	t.reqs = map[Endpoint]int{}
 }
@@ -76,6 +94,49 @@ func (b *Band) Posts(roomID string) []Post {
 		out[i].Mentions = slices.Clone(out[i].Mentions)
 	}
 	return out
+}
+
+// ChatEvents returns every event posted in the room, oldest first.
+func (b *Band) ChatEvents(roomID string) []ChatEvent {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := slices.Clone(b.truth.chatEvents[roomID])
+	for i := range out {
+		out[i].Metadata = slices.Clone(out[i].Metadata)
+	}
+	return out
+}
+
+// Member is a participant of a room as the truth reports it.
+type Member struct {
+	ID, Name, Handle, Type, Role string
+}
+
+// Members returns the room's participants in join order, or nil for an
+// unknown room.
+func (b *Band) Members(roomID string) []Member {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.rooms[roomID]
+	if r == nil {
+		return nil
+	}
+	out := make([]Member, 0, len(r.order))
+	for _, id := range r.order {
+		p := b.participants[id]
+		out = append(out, Member{ID: p.id, Name: p.name, Handle: p.handle, Type: p.kind, Role: r.roles[id]})
+	}
+	return out
+}
+
+// Working reports the agent's last /activity report in the room: true
+// after {"working": true} until {"working": false}. The fake keeps no
+// expiry (Band clears the indicator about 10 s after the last true).
+func (b *Band) Working(agentID, roomID string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.executions[pairKey{agentID, roomID}]
+	return e != nil && e.working
 }
 
 // Marks returns the agent's applied marks on the message, in order.

@@ -24,7 +24,7 @@ func TestReplyKeyReadsTheMarkerWithOrWithoutTheFastPath(t *testing.T) {
 	} {
 		body, err := json.Marshal(map[string]any{"message": map[string]any{"content": tc.content, "mentions": []any{}}})
 		require.NoError(t, err)
-		req, err := http.NewRequest(http.MethodPost, "http://band.fake/api/v1/agent/chats/r/messages", bytes.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, "http://band.localhost/api/v1/agent/chats/r/messages", bytes.NewReader(body))
 		require.NoError(t, err)
 		key, err := replyKey(req)
 		require.NoError(t, err)

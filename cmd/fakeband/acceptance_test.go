@@ -14,9 +14,10 @@ import (
 // truth is the part of the admin API's ground truth these tests read.
 type truth struct {
 	Rooms []struct {
-		ID    string
-		Title string
-		Posts []struct {
+		ID           string
+		Title        string
+		Participants []struct{ Name string }
+		Posts        []struct {
 			Seq        int
 			ID         string
 			SenderID   string `json:"sender_id"`
@@ -158,7 +159,7 @@ func TestEchoAgentAgainstFakebandProcess(t *testing.T) {
 
 	// The ground truth, read through the CLI as a user would.
 	var final truth
-	require.NoError(t, jsonUnmarshal(fakebandCLI(t, fakebandBin, url, "truth"), &final))
+	require.NoError(t, unwrapData(fakebandCLI(t, fakebandBin, url, "truth"), &final))
 	for i, id := range ids {
 		assert.Equal(t, 1, final.echoesOf(id), "message %d echoed exactly once", i)
 		assert.Equal(t, "processed", final.status(id), "message %d processed", i)

@@ -80,9 +80,11 @@ func TestServeTheExampleScenarioAndDriveItWithTheCommands(t *testing.T) {
 	require.NotEmpty(t, url)
 	assert.Equal(t, url+"/api/v1", s.env["BAND_BASE_URL"])
 	assert.Equal(t, "ws"+strings.TrimPrefix(url, "http")+"/api/v1/socket/websocket", s.env["BAND_WS_URL"])
+	assert.Equal(t, url, s.env["BAND_REST_URL"], "the official SDKs' convention: the host root")
 
 	var setup struct {
 		Agents []struct {
+			ID     string
 			Name   string
 			APIKey string `json:"api_key"`
 		}
@@ -93,6 +95,7 @@ func TestServeTheExampleScenarioAndDriveItWithTheCommands(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &setup), r.stdout)
 	require.Len(t, setup.Agents, 1)
 	assert.Equal(t, s.env["BAND_API_KEY"], setup.Agents[0].APIKey, "the printed key is the agent's")
+	assert.Equal(t, s.env["BAND_AGENT_ID"], setup.Agents[0].ID, "the printed id is the agent's")
 	assert.Len(t, setup.Rooms, 2)
 
 	r = runCommand(url, "faults")
@@ -102,7 +105,7 @@ func TestServeTheExampleScenarioAndDriveItWithTheCommands(t *testing.T) {
 	var tr truth
 	r = runCommand(url, "truth")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tr))
+	require.NoError(t, unwrapData(r.stdout, &tr))
 	require.Len(t, tr.Rooms, 2)
 	assert.Len(t, tr.Rooms[0].Posts, 2, "the script")
 	assert.Len(t, tr.Rooms[1].Posts, 1)
@@ -118,9 +121,16 @@ func TestServeTheExampleScenarioAndDriveItWithTheCommands(t *testing.T) {
 		{"interrupt", "-agent", "echo", "-room", "ops"},
 		{"drop", "-agent", "echo"},
 		{"supersede", "-agent", "owner/echo"},
+		{"add", "-room", "ops", "-participant", "ada", "-role", "admin"},
+		{"remove", "-room", "ops", "-participant", "ada"},
+		{"describe", "-agent", "echo", "repeats", "what", "it", "hears"},
+		{"contact-add", "-agent", "echo", "-participant", "bob"},
+		{"contact-remove", "-agent", "echo", "-participant", "bob"},
+		{"fault", "-endpoint", "event", "-kind", "fail_before", "-nth", "1", "-status", "403", "-code", "limit_reached"},
 		{"fault", "-endpoint", "me", "-kind", "fail_before", "-nth", "1", "-status", "429", "-empty-body", "-retry-after", "3"},
 		{"fault", "-event", "agent.control", "-kind", "delay_push", "-probability", "0.5", "-delay", "10ms"},
 		{"fault", "-plan", `{"request": [{"endpoint": "next", "kind": "stale_next", "nth": 2}]}`},
+		{"rate-limit", "-per-second", "50", "-burst", "100", "-retry-after"},
 	} {
 		r := runCommand(url, args...)
 		assert.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
@@ -129,20 +139,24 @@ func TestServeTheExampleScenarioAndDriveItWithTheCommands(t *testing.T) {
 	}
 	r = runCommand(url, "faults")
 	var faults struct {
-		Request []map[string]any
-		Socket  []map[string]any
+		Request   []map[string]any
+		Socket    []map[string]any
+		RateLimit map[string]any `json:"rate_limit"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &faults))
-	require.Len(t, faults.Request, 3)
-	assert.Equal(t, map[string]any{"endpoint": "me", "kind": "fail_before", "nth": float64(1), "status": float64(429), "retry_after": "3", "empty_body": true}, faults.Request[1])
+	require.Len(t, faults.Request, 4)
+	assert.Equal(t, map[string]any{"endpoint": "me", "kind": "fail_before", "nth": float64(1), "status": float64(429), "retry_after": "3", "empty_body": true}, faults.Request[2])
+	assert.Equal(t, map[string]any{"endpoint": "event", "kind": "fail_before", "nth": float64(1), "status": float64(403), "code": "limit_reached"}, faults.Request[1])
 	assert.Equal(t, []map[string]any{{"event": "agent.control", "kind": "delay_push", "probability": 0.5, "delay": "10ms"}}, faults.Socket)
+
+	assert.Equal(t, map[string]any{"per_second": 50.0, "burst": 100.0, "retry_after": true}, faults.RateLimit)
 
 	r = runCommand(url, "clear-faults")
 	require.Equal(t, 0, r.code)
 	assert.Contains(t, r.stdout, `"request": []`)
 
 	r = runCommand(url, "truth")
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tr))
+	require.NoError(t, unwrapData(r.stdout, &tr))
 	assert.Len(t, tr.Rooms[0].Posts, 3)
 	assert.Len(t, tr.Rooms[1].Posts, 2)
 	var kinds []string
@@ -153,6 +167,20 @@ func TestServeTheExampleScenarioAndDriveItWithTheCommands(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"stop", "play", "interrupt", "interrupt", "interrupt", "drop", "supersede"}, kinds)
+	var ops []string
+	for _, m := range tr.Rooms[1].Participants {
+		ops = append(ops, m.Name)
+	}
+	assert.Equal(t, []string{"bob", "echo"}, ops, "ada was added to ops, then removed")
+
+	// truth prints exactly what the admin API answers, envelope included,
+	// so that jq filters written against the API work on it.
+	r = runCommand(url, "truth")
+	var printed, answered any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &printed))
+	adminRaw(t, url, "/truth", &answered)
+	assert.Equal(t, answered, printed)
+	assert.Contains(t, printed, "data")
 
 	r = runCommand(url, "say", "-room", "nowhere", "hi")
 	assert.Equal(t, exitError, r.code)
@@ -238,6 +266,15 @@ func TestCommandRefusals(t *testing.T) {
 		assert.Contains(t, r.stderr, tc.want, name)
 		assert.Empty(t, r.stdout, name)
 	}
+}
+
+// unwrapData decodes the "data" of an admin API answer as printed.
+func unwrapData(out string, into any) error {
+	var env struct{ Data json.RawMessage }
+	if err := json.Unmarshal([]byte(out), &env); err != nil {
+		return err
+	}
+	return json.Unmarshal(env.Data, into)
 }
 
 func TestCommandAgainstSomethingElse(t *testing.T) {

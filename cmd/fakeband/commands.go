@@ -16,9 +16,12 @@ import (
 )
 
 // command is one sub-command: its flags, and the admin call they make.
+// envelope prints the answer whole, {"data": ...}, as the admin API gives
+// it, so that the jq filters written against the API work on the output.
 type command struct {
-	summary string
-	flags   func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error)
+	summary  string
+	flags    func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error)
+	envelope bool
 }
 
 // adminCall is one request to the admin API. body nil means none.
@@ -28,17 +31,23 @@ type adminCall struct {
 }
 
 var commands = map[string]command{
-	"setup":        {"print who is here, with keys", get("/setup")},
-	"faults":       {"print the active fault rules and how often each kind fired", get("/faults")},
-	"truth":        {"print the ground truth", get("/truth")},
-	"clear-faults": {"remove every fault rule", simple(http.MethodDelete, "/faults")},
-	"say":          {"post a message as a human", sayFlags},
-	"stop":         {"stop every agent in a room", roomFlags("/stop")},
-	"play":         {"resume every agent in a room", roomFlags("/play")},
-	"interrupt":    {"interrupt an agent (agent-wide), or the agents of a room", interruptFlags},
-	"drop":         {"cut an agent's sockets, as a network failure would", agentFlags("/drop")},
-	"supersede":    {"supersede an agent's sockets", agentFlags("/supersede")},
-	"fault":        {"add a fault rule", faultFlags},
+	"setup":          {summary: "print who is here, with keys", flags: get("/setup")},
+	"faults":         {summary: "print the active fault rules and how often each kind fired", flags: get("/faults")},
+	"truth":          {summary: "print the ground truth, as the admin API answers it ({\"data\": ...})", flags: get("/truth"), envelope: true},
+	"clear-faults":   {summary: "remove every fault rule", flags: simple(http.MethodDelete, "/faults")},
+	"say":            {summary: "post a message as a human", flags: sayFlags},
+	"stop":           {summary: "stop every agent in a room", flags: roomFlags("/stop")},
+	"play":           {summary: "resume every agent in a room", flags: roomFlags("/play")},
+	"interrupt":      {summary: "interrupt an agent (agent-wide), or the agents of a room", flags: interruptFlags},
+	"add":            {summary: "add a participant to a room", flags: participantFlags(http.MethodPost)},
+	"remove":         {summary: "remove a participant from a room", flags: participantFlags(http.MethodDelete)},
+	"describe":       {summary: "set an agent's description (what GET /agent/me answers)", flags: describeFlags},
+	"contact-add":    {summary: "make a participant one of an agent's contacts (contact_added)", flags: contactFlags(http.MethodPost)},
+	"contact-remove": {summary: "end a contact (contact_removed)", flags: contactFlags(http.MethodDelete)},
+	"drop":           {summary: "cut an agent's sockets, as a network failure would", flags: agentFlags("/drop")},
+	"supersede":      {summary: "supersede an agent's sockets", flags: agentFlags("/supersede")},
+	"fault":          {summary: "add a fault rule", flags: faultFlags},
+	"rate-limit":     {summary: "throttle each agent's REST calls with a token bucket (429s)", flags: rateLimitFlags},
 }
 
 // run parses the command line, makes the call and prints the answer's
@@ -70,6 +79,11 @@ func (c command) run(ctx context.Context, name string, args []string, getenv fun
 	if err != nil {
 		fmt.Fprintf(stderr, "fakeband %s: %v\n", name, err)
 		return exitError
+	}
+	if c.envelope {
+		data, _ = json.Marshal(struct {
+			Data json.RawMessage `json:"data"`
+		}{data})
 	}
 	var out bytes.Buffer
 	if json.Indent(&out, data, "", "  ") != nil {
@@ -230,5 +244,64 @@ func interruptFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) 
 			body["room"] = *room
 		}
 		return adminCall{method: http.MethodPost, path: "/interrupt", body: body}, nil
+	}
+}
+
+func participantFlags(method string) func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+	return func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+		room := fs.String("room", "", "the room's id or title (required)")
+		who := fs.String("participant", "", "the participant's id, name or handle (required)")
+		var role *string
+		if method == http.MethodPost {
+			role = fs.String("role", "member", "owner, admin or member")
+		}
+		return func(fs *flag.FlagSet) (adminCall, error) {
+			if *room == "" || *who == "" || fs.NArg() > 0 {
+				return adminCall{}, errors.New("needs -room R -participant P and nothing else")
+			}
+			body := map[string]string{"room": *room, "participant": *who}
+			if role != nil {
+				body["role"] = *role
+			}
+			return adminCall{method: method, path: "/participants", body: body}, nil
+		}
+	}
+}
+
+func describeFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+	agent := fs.String("agent", "", "the agent's id, name or handle (required)")
+	return func(fs *flag.FlagSet) (adminCall, error) {
+		if *agent == "" {
+			return adminCall{}, errors.New(`needs -agent A and the description, e.g. fakeband describe -agent echo "repeats what it hears"; "" clears it`)
+		}
+		return adminCall{method: http.MethodPost, path: "/description",
+			body: map[string]string{"agent": *agent, "description": strings.Join(fs.Args(), " ")}}, nil
+	}
+}
+
+func rateLimitFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+	perSecond := fs.Float64("per-second", 0, "calls per second each agent may sustain (required)")
+	burst := fs.Int("burst", 1, "calls an agent may make at once")
+	retryAfter := fs.Bool("retry-after", false, "send Retry-After with the seconds until the next call is allowed")
+	emptyBody := fs.Bool("empty-body", false, "answer 429 with no body at all, like Band's load balancer")
+	return func(fs *flag.FlagSet) (adminCall, error) {
+		if *perSecond <= 0 || fs.NArg() > 0 {
+			return adminCall{}, errors.New("needs -per-second N (and optionally -burst, -retry-after, -empty-body); fakeband clear-faults lifts it")
+		}
+		limit := map[string]any{"per_second": *perSecond, "burst": *burst, "retry_after": *retryAfter, "empty_body": *emptyBody}
+		return adminCall{method: http.MethodPost, path: "/faults", body: map[string]any{"rate_limit": limit}}, nil
+	}
+}
+
+func contactFlags(method string) func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+	return func(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
+		agent := fs.String("agent", "", "the agent's id, name or handle (required)")
+		who := fs.String("participant", "", "the contact's id, name or handle (required)")
+		return func(fs *flag.FlagSet) (adminCall, error) {
+			if *agent == "" || *who == "" || fs.NArg() > 0 {
+				return adminCall{}, errors.New("needs -agent A -participant P and nothing else")
+			}
+			return adminCall{method: method, path: "/contacts", body: map[string]string{"agent": *agent, "participant": *who}}, nil
+		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 // requestOnly and socketOnly are the flags that belong to one family of
 // faults; the kind says which family a rule is.
 var (
-	requestOnly = []string{"endpoint", "count", "status", "retry-after", "empty-body"}
+	requestOnly = []string{"endpoint", "count", "status", "code", "retry-after", "empty-body"}
 	socketOnly  = []string{"event"}
 )
 
@@ -23,12 +23,13 @@ var (
 func faultFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
 	plan := fs.String("plan", "", `a whole plan as JSON: {"request": [...], "socket": [...]}; excludes the other flags`)
 	kind := fs.String("kind", "", "request kinds: fail_before, lose_response, delay, stale_next; socket kinds: drop_connection, duplicate_push, delay_push, lose_push")
-	endpoint := fs.String("endpoint", "", "request faults: me, chats, next, processing, processed, failed, post, context, human_post, control, socket (default: any agent endpoint)")
+	endpoint := fs.String("endpoint", "", "request faults: me, chats, next, processing, processed, failed, post, context, messages, event, activity, participants, add_participant, remove_participant, create_chat, peers, human_post, control, socket (default: any agent endpoint)")
 	event := fs.String("event", "", "socket faults: the push event, e.g. message_created, agent.control (default: any)")
 	nth := fs.Int("nth", 0, "fire on the Nth matching request or push (1-based)")
 	count := fs.Int("count", 0, "with -nth: fire on this many consecutive matches")
 	probability := fs.Float64("probability", 0, "instead of -nth: the seeded chance per match")
 	status := fs.Int("status", 0, "fail_before: the HTTP status (default 503)")
+	code := fs.String("code", "", "fail_before: the error code (default: named after the status); -status 403 -code limit_reached is Band's plan quota")
 	retryAfter := fs.String("retry-after", "", "fail_before: the Retry-After header")
 	emptyBody := fs.Bool("empty-body", false, "fail_before: answer with no body, like a load balancer")
 	delay := fs.String("delay", "", "delay and delay_push: a Go duration such as 2s")
@@ -63,7 +64,7 @@ func faultFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
 		rule := map[string]any{"kind": *kind}
 		for name, value := range map[string]any{
 			"endpoint": *endpoint, "event": *event, "nth": *nth, "count": *count, "probability": *probability,
-			"status": *status, "retry-after": *retryAfter, "empty-body": *emptyBody, "delay": *delay,
+			"status": *status, "code": *code, "retry-after": *retryAfter, "empty-body": *emptyBody, "delay": *delay,
 		} {
 			if set[name] {
 				rule[strings.ReplaceAll(name, "-", "_")] = value

@@ -157,6 +157,14 @@ func environ(env map[string]string, names ...string) []string {
 // kept alive, so no client goroutine outlives the test.
 func adminGet(t *testing.T, root, path string, into any) {
 	t.Helper()
+	var env struct{ Data json.RawMessage }
+	adminRaw(t, root, path, &env)
+	require.NoError(t, json.Unmarshal(env.Data, into), "%s", env.Data)
+}
+
+// adminRaw reads a whole admin API answer, envelope included.
+func adminRaw(t *testing.T, root, path string, into any) {
+	t.Helper()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: waitFor}
 	resp, err := client.Get(root + "/_admin" + path)
 	require.NoError(t, err)
@@ -164,9 +172,7 @@ func adminGet(t *testing.T, root, path string, into any) {
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
-	var env struct{ Data json.RawMessage }
-	require.NoError(t, json.Unmarshal(raw, &env))
-	require.NoError(t, json.Unmarshal(env.Data, into), "%s", env.Data)
+	require.NoError(t, json.Unmarshal(raw, into), "%s", raw)
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

@@ -18,9 +18,10 @@ import (
 // the test, so CI does not depend on npm.
 const phoenixJSDir = "testdata/phoenixjs"
 
-// The official phoenix JavaScript client connects to fakeband, joins
-// agent_control:{agent_id}, receives agent.control pushes and
-// message_created, survives heartbeat cycles and leaves.
+// The official phoenix JavaScript client connects to fakeband, joins every
+// topic Band's official SDKs join, receives agent.control pushes,
+// message_created, participant and room events, survives heartbeat cycles
+// and leaves.
 func TestOfficialPhoenixJSClientSpeaksToFakeband(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs fakeband and node as processes")
@@ -41,12 +42,18 @@ func TestOfficialPhoenixJSClientSpeaksToFakeband(t *testing.T) {
 	defer cancel()
 	check := exec.CommandContext(ctx, node, "check.mjs")
 	check.Dir = phoenixJSDir
-	check.Env = append(os.Environ(), environ(band.env, "BAND_API_KEY", "BAND_BASE_URL", "BAND_WS_URL", "FAKEBAND_URL")...)
+	check.Env = append(os.Environ(), environ(band.env, "BAND_API_KEY", "BAND_REST_URL", "BAND_WS_URL", "FAKEBAND_URL")...)
 	out, err := check.CombinedOutput()
 	require.NoError(t, err, "node check.mjs:\n%s", out)
 	assert.Contains(t, string(out), "PASS: phoenix ")
 	assert.NotContains(t, string(out), "FAIL")
-	for _, step := range []string{"joined agent_control:", "stop: agent.control", "play: agent.control", "interrupt: agent.control", "message_created", "left agent_control:"} {
+	for _, step := range []string{
+		"joined agent_control:", "joined agent_rooms:", "joined room_participants:", "joined agent_contacts:",
+		"stop: agent.control", "play: agent.control", "interrupt: agent.control", "message_created",
+		"add the operator: participant_added", "remove the operator: participant_removed",
+		"remove the agent: room_removed", "add a contact: contact_added", "remove the contact: contact_removed",
+		"add the agent back: room_added", "left agent_control:",
+	} {
 		assert.Contains(t, string(out), "ok: "+step, "step %q", step)
 	}
 	assert.Regexp(t, `(?m)^ok: \d+ heartbeats answered every 100 ms; still connected$`, string(out))

@@ -143,9 +143,12 @@ func printSetup(w io.Writer, base string, seed int64, cast *fakeband.Cast) {
 		fmt.Fprintf(w, "\n  %d scripted message(s) are waiting on /next.\n", n)
 	}
 	for _, a := range cast.Agents {
-		fmt.Fprintf(w, "\n# agent %s: paste into the agent's shell\n", a.Name)
+		fmt.Fprintf(w, "\n# agent %s: paste into the agent's shell (docs/fakeband.md says which SDK reads which)\n", a.Name)
 		fmt.Fprintf(w, "export BAND_API_KEY=%s\n", a.Key)
+		fmt.Fprintf(w, "export BAND_AGENT_ID=%s\n", a.ID)
+		fmt.Fprintf(w, "# band-once reads the REST root with /api/v1; Band's Python and TypeScript SDKs the host root\n")
 		fmt.Fprintf(w, "export BAND_BASE_URL=%s\n", base)
+		fmt.Fprintf(w, "export BAND_REST_URL=%s\n", root)
 		fmt.Fprintf(w, "export BAND_WS_URL=%s\n", ws)
 	}
 	fmt.Fprintf(w, "\n# for the fakeband commands (fakeband say, stop, play, truth, ...)\n")

@@ -1,6 +1,7 @@
 package phoenix
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/band-once/bandonce/internal/keyguard"
 )
 
 // Client keeps one Phoenix socket to Band open: it connects, joins every
@@ -16,7 +19,8 @@ import (
 // failure until its context ends. Join, Leave and Connected are safe to
 // call from any goroutine, including from a Handler.
 type Client struct {
-	cfg       Config
+	cfg       Config // APIKey emptied: the key is in key
+	key       *keyguard.Secret
 	log       *slog.Logger
 	running   atomic.Bool
 	connected atomic.Bool
@@ -45,8 +49,12 @@ type registration struct {
 // New returns a Client; nothing happens until Run.
 func New(cfg Config) *Client {
 	cfg = cfg.withDefaults()
+	key := keyguard.New(cmp.Or(cfg.APIKey, keyFromURL(cfg.URL)))
+	cfg.APIKey = ""
+	cfg.HTTPClient = keyguard.SameOriginRedirects(cfg.HTTPClient)
 	return &Client{
 		cfg:     cfg,
+		key:     key,
 		log:     cfg.Logger,
 		byTopic: make(map[string]*registration),
 		backoff: newJitter(cfg.ReconnectBase, cfg.ReconnectMax, cfg.Seed),
@@ -122,9 +130,9 @@ func (c *Client) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer c.running.Store(false)
-	target, err := socketURL(c.cfg)
+	target, err := socketURL(c.cfg.URL, c.cfg.AgentID)
 	if err != nil {
-		return err
+		return c.key.Error(err)
 	}
 	failures := 0 // consecutive attempts since the last healthy connection
 	for {
@@ -147,6 +155,7 @@ func (c *Client) Run(ctx context.Context) error {
 		} else {
 			c.log.Info("phoenix: connected")
 			healthy, err := c.serve(ctx, conn)
+			err = c.key.Error(err)
 			if c.cfg.OnDisconnected != nil {
 				c.cfg.OnDisconnected(err)
 			}

@@ -42,7 +42,7 @@ func TestConnectJoinsAndDeliversPushesInOrder(t *testing.T) {
 
 		up := band.upgradeLog()[0]
 		assert.Equal(t, "band_a_secret", up.header.Get("X-Api-Key"))
-		assert.Equal(t, map[string]string{"api_key": "band_a_secret", "agent_id": "agent-1", "vsn": "2.0.0"}, up.query)
+		assert.Equal(t, map[string]string{"agent_id": "agent-1", "vsn": "2.0.0"}, up.query, "the key goes in the header only")
 
 		conn.push(control, "agent.control", `{"mode":"stop"}`)
 		conn.push(rooms, "room_added", `{"id":"r1"}`)

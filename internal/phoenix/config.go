@@ -17,12 +17,15 @@ type Config struct {
 	// URL is the socket endpoint, ws(s)://host/api/v1/socket/websocket.
 	// Query parameters already present are kept.
 	URL string
-	// APIKey is sent both as the x-api-key header and as the api_key query
-	// parameter, as Band's Python SDK does.
+	// APIKey is sent as the x-api-key header of the upgrade, which Band
+	// prefers to the api_key query parameter, and never in the URL: every
+	// error of the dialer quotes the URL. An api_key parameter already in
+	// URL is taken out of it and used as the key when APIKey is empty.
 	APIKey string
 	// AgentID is sent as the agent_id query parameter.
 	AgentID string
-	// HTTPClient performs the upgrade; nil means http.DefaultClient.
+	// HTTPClient performs the upgrade; nil means http.DefaultClient. A
+	// copy of it is used that refuses a redirect to another origin.
 	HTTPClient *http.Client
 	// Logger receives connection events; nil discards them.
 	Logger *slog.Logger
@@ -49,6 +52,11 @@ type Config struct {
 	// OnJoinError runs on the receive goroutine when the server refuses
 	// a join; response is the reply's response object.
 	OnJoinError func(topic string, response json.RawMessage)
+	// OnJoined runs on the receive goroutine each time the server accepts
+	// a join of topic (the first, and every rejoin): pushes flow from
+	// then on, and anything sent before may have been missed. It must not
+	// block.
+	OnJoined func(topic string)
 }
 
 // Defaults applied by New to zero fields.

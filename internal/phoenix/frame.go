@@ -100,10 +100,27 @@ func decodeRef(raw json.RawMessage) (string, error) {
 	default:
 		var n json.Number
 		if err := json.Unmarshal(raw, &n); err != nil {
-			return "", fmt.Errorf("want string, number or null, got %.20s", raw)
+			// Named, not quoted: a peer's bytes do not belong in a log.
+			return "", fmt.Errorf("want string, number or null, got %s", jsonKind(raw))
 		}
 		return n.String(), nil
 	}
+}
+
+// jsonKind names the kind of a JSON value by its first byte.
+func jsonKind(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "something else"
 }
 
 // Reply is the payload of a phx_reply frame.

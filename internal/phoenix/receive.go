@@ -78,7 +78,7 @@ func (s *session) handleReply(f Frame) {
 		return
 	}
 	delete(s.pending, f.Ref)
-	refused := false
+	refused, joined := false, false
 	switch p.kind {
 	case heartbeatReply:
 		if s.heartbeatRef == f.Ref {
@@ -90,6 +90,7 @@ func (s *session) handleReply(f Frame) {
 		if r := s.c.byTopic[p.topic]; r != nil && r.joinRef == f.Ref {
 			if ok {
 				r.rejoins = 0
+				joined = !s.closed
 			} else {
 				r.joinRef = ""
 				refused = !s.closed
@@ -104,10 +105,14 @@ func (s *session) handleReply(f Frame) {
 	s.c.mu.Unlock()
 
 	if refused {
+		reply.Response = s.c.key.ScrubBytes(reply.Response)
 		s.c.log.Warn("phoenix: join refused", "topic", f.Topic, "response", string(reply.Response))
 		if s.c.cfg.OnJoinError != nil {
 			s.c.cfg.OnJoinError(f.Topic, reply.Response)
 		}
+	}
+	if joined && s.c.cfg.OnJoined != nil {
+		s.c.cfg.OnJoined(f.Topic)
 	}
 	if p.kind == joinReply {
 		s.announceIfReady()

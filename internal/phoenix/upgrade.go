@@ -63,9 +63,11 @@ func (e *UpgradeError) retryHint() time.Duration {
 	return e.RetryAfter
 }
 
-// socketURL adds the query parameters Band expects to cfg.URL.
-func socketURL(cfg Config) (string, error) {
-	u, err := url.Parse(cfg.URL)
+// socketURL adds the query parameters Band expects to raw and takes out
+// an api_key parameter, so that no error of the dialer quotes a key (New
+// has already adopted it when Config.APIKey was empty).
+func socketURL(raw, agentID string) (string, error) {
+	u, err := url.Parse(raw)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrBadURL, err)
 	}
@@ -78,26 +80,35 @@ func socketURL(cfg Config) (string, error) {
 		return "", fmt.Errorf("%w: no host", ErrBadURL)
 	}
 	q := u.Query()
+	q.Del("api_key")
 	q.Set("vsn", "2.0.0")
-	if cfg.APIKey != "" {
-		q.Set("api_key", cfg.APIKey)
-	}
-	if cfg.AgentID != "" {
-		q.Set("agent_id", cfg.AgentID)
+	if agentID != "" {
+		q.Set("agent_id", agentID)
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
 
+// keyFromURL is the api_key parameter of raw, if it parses and has one.
+func keyFromURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("api_key")
+}
+
 // dial makes one upgrade attempt, bounded by one heartbeat interval so a
 // black-holed server cannot stall Run forever. A refusal comes back as
-// *UpgradeError; anything else is a transport error.
+// *UpgradeError; anything else is a transport error. Neither shows the
+// key: it is only in the header, and what the server answered is
+// scrubbed of it.
 func (c *Client) dial(ctx context.Context, target string) (*websocket.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.HeartbeatInterval)
 	defer cancel()
 	header := http.Header{}
-	if c.cfg.APIKey != "" {
-		header.Set("x-api-key", c.cfg.APIKey)
+	if c.key.Value() != "" {
+		header.Set("x-api-key", c.key.Value())
 	}
 	conn, resp, err := websocket.Dial(ctx, target, &websocket.DialOptions{
 		HTTPClient: c.cfg.HTTPClient,
@@ -113,9 +124,12 @@ func (c *Client) dial(ctx context.Context, target string) (*websocket.Conn, erro
 			// Dial has already cut the body down to its first KiB.
 			body, _ = io.ReadAll(resp.Body)
 		}
-		return nil, parseUpgradeError(resp.StatusCode, resp.Header, body)
+		ue := parseUpgradeError(resp.StatusCode, resp.Header, body)
+		ue.Code = c.key.Scrub(ue.Code)
+		ue.Body = c.key.ScrubCut(ue.Body)
+		return nil, ue
 	}
-	return nil, err
+	return nil, c.key.Error(err)
 }
 
 // parseUpgradeError reads Band's refusal envelope defensively: the body

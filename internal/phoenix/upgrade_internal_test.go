@@ -66,10 +66,17 @@ func TestOnlyBadRequestAuthAndConflictAreFatal(t *testing.T) {
 	assert.Zero(t, (&UpgradeError{Status: 503, RetryAfter: time.Second}).retryHint(), "only a 429's hint is honoured")
 }
 
-func TestSocketURLAddsBandsQuery(t *testing.T) {
-	got, err := socketURL(Config{URL: "wss://app.band.ai/api/v1/socket/websocket?on_conflict=reject", APIKey: "k&y", AgentID: "a1"})
+func TestSocketURLAddsBandsQueryAndNoKey(t *testing.T) {
+	got, err := socketURL("wss://app.band.ai/api/v1/socket/websocket?on_conflict=reject&api_key=band_a_inurl", "a1")
 	require.NoError(t, err)
-	assert.Equal(t, "wss://app.band.ai/api/v1/socket/websocket?agent_id=a1&api_key=k%26y&on_conflict=reject&vsn=2.0.0", got)
+	assert.Equal(t, "wss://app.band.ai/api/v1/socket/websocket?agent_id=a1&on_conflict=reject&vsn=2.0.0", got)
+}
+
+func TestAKeyInTheURLIsAdoptedOnlyWhenNoneIsGiven(t *testing.T) {
+	const u = "wss://app.band.ai/api/v1/socket/websocket?api_key=band_a_inurl0000"
+	assert.Equal(t, "band_a_inurl0000", New(Config{URL: u}).key.Value())
+	assert.Equal(t, "band_a_given00000", New(Config{URL: u, APIKey: "band_a_given00000"}).key.Value())
+	assert.Empty(t, New(Config{URL: u, APIKey: "band_a_given00000"}).cfg.APIKey, "the key is kept only where fmt cannot print it")
 }
 
 func TestJitterStaysInItsWindowAndReplaysFromTheSeed(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/band-once/bandonce/internal/keyguard"
 )
 
 // Endpoint names as they appear in errors and logs. They are templated, so
@@ -43,10 +45,16 @@ const MaxFailureReason = 2000
 var ErrInvalidID = errors.New("band: invalid id")
 
 // Client calls Band's agent REST API. It is safe for concurrent use.
+//
+// The key travels only in the X-API-Key header. No error a Client returns
+// shows it: the fields a server fills (an *APIError's, a *ProtocolError's)
+// are scrubbed of it, and any other error whose message would quote it
+// comes back wrapped, its message scrubbed, still matching errors.Is and
+// errors.As.
 type Client struct {
-	base   string
-	apiKey string
-	doer   Doer
+	base string
+	key  *keyguard.Secret
+	doer Doer
 }
 
 // NewClient returns a Client for baseURL (such as
@@ -57,12 +65,31 @@ func NewClient(baseURL, apiKey string, d Doer) *Client {
 	if d == nil {
 		d = NewRetryDoer(nil, RetryOptions{MaxAttempts: 1})
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), apiKey: apiKey, doer: d}
+	return &Client{base: strings.TrimRight(baseURL, "/"), key: keyguard.New(apiKey), doer: d}
+}
+
+// scrub is deferred by every exported method: it takes the key out of
+// the error the method returns, however it was made.
+func (c *Client) scrub(err *error) {
+	if *err == nil {
+		return
+	}
+	var apiErr *APIError
+	if errors.As(*err, &apiErr) {
+		apiErr.scrub(c.key)
+	}
+	var protoErr *ProtocolError
+	if errors.As(*err, &protoErr) {
+		protoErr.Reason = c.key.Scrub(protoErr.Reason)
+		protoErr.Body = c.key.ScrubCut(protoErr.Body)
+	}
+	*err = c.key.Error(*err)
 }
 
 // Me returns the agent the API key belongs to. It doubles as a key check:
 // a rejected key is an *APIError with Status 401 or 403.
-func (c *Client) Me(ctx context.Context) (*Agent, error) {
+func (c *Client) Me(ctx context.Context) (_ *Agent, err error) {
+	defer c.scrub(&err)
 	res, err := c.send(ctx, request{endpoint: EndpointMe, method: http.MethodGet, path: "/agent/me", retry: true})
 	if err != nil {
 		return nil, err
@@ -80,7 +107,8 @@ func (c *Client) Me(ctx context.Context) (*Agent, error) {
 // Chats returns every room the agent is in, walking all pages of
 // /agent/chats. A room listed on two pages (the list shifted while it was
 // read) is returned once.
-func (c *Client) Chats(ctx context.Context) ([]Chat, error) {
+func (c *Client) Chats(ctx context.Context) (_ []Chat, err error) {
+	defer c.scrub(&err)
 	var all []Chat
 	seen := make(map[string]bool)
 	for page := 1; ; page++ {
@@ -135,7 +163,8 @@ func (c *Client) chatsPage(ctx context.Context, page int) ([]Chat, int, error) {
 // Next returns the oldest message of chatID that still needs this agent's
 // work, or (nil, nil) when Band answers 204: nothing to do, or the agent
 // is stopped in that room.
-func (c *Client) Next(ctx context.Context, chatID string) (*Message, error) {
+func (c *Client) Next(ctx context.Context, chatID string) (_ *Message, err error) {
+	defer c.scrub(&err)
 	if err := checkIDs(EndpointNext, chatID); err != nil {
 		return nil, err
 	}
@@ -164,7 +193,8 @@ func (c *Client) Next(ctx context.Context, chatID string) (*Message, error) {
 
 // Processing opens a new processing attempt on a message. It is not an
 // exclusive claim: every call opens another attempt.
-func (c *Client) Processing(ctx context.Context, chatID, msgID string) (*Mark, error) {
+func (c *Client) Processing(ctx context.Context, chatID, msgID string) (_ *Mark, err error) {
+	defer c.scrub(&err)
 	m, res, err := c.mark(ctx, EndpointProcessing, chatID, msgID, "processing", nil)
 	if err != nil {
 		return nil, err
@@ -177,17 +207,20 @@ func (c *Client) Processing(ctx context.Context, chatID, msgID string) (*Mark, e
 
 // Processed closes the open attempt as a success. Band answers 422 when no
 // attempt is open.
-func (c *Client) Processed(ctx context.Context, chatID, msgID string) (*Mark, error) {
+func (c *Client) Processed(ctx context.Context, chatID, msgID string) (_ *Mark, err error) {
+	defer c.scrub(&err)
 	m, _, err := c.mark(ctx, EndpointProcessed, chatID, msgID, "processed", nil)
 	return m, err
 }
 
-// Failed closes the open attempt as a failure with reason, cut to
-// MaxFailureReason bytes. Band keeps failed messages in /next.
-func (c *Client) Failed(ctx context.Context, chatID, msgID, reason string) (*Mark, error) {
+// Failed closes the open attempt as a failure with reason, scrubbed of
+// the key and cut to MaxFailureReason bytes. Band keeps failed messages
+// in /next, and shows the reason to whoever reads the room.
+func (c *Client) Failed(ctx context.Context, chatID, msgID, reason string) (_ *Mark, err error) {
+	defer c.scrub(&err)
 	body, err := json.Marshal(struct {
 		Error string `json:"error"`
-	}{truncateUTF8(reason, MaxFailureReason)})
+	}{truncateUTF8(c.key.Scrub(reason), MaxFailureReason)})
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +248,8 @@ func (c *Client) mark(ctx context.Context, endpoint, chatID, msgID, verb string,
 // Post sends a text message to chatID. It is sent exactly once, never
 // retried below the caller: Band has no idempotency key, so a repeated
 // POST would be a second message.
-func (c *Client) Post(ctx context.Context, chatID, content string, mentions []Mention) (*Posted, error) {
+func (c *Client) Post(ctx context.Context, chatID, content string, mentions []Mention) (_ *Posted, err error) {
+	defer c.scrub(&err)
 	if err := checkIDs(EndpointPost, chatID); err != nil {
 		return nil, err
 	}
@@ -252,7 +286,8 @@ func (c *Client) Post(ctx context.Context, chatID, content string, mentions []Me
 // Context returns one page of the agent's view of chatID, oldest first,
 // starting at cursor ("" for the first page). limit 0 asks for the
 // server's default page size; a limit above 100 is sent as 100.
-func (c *Client) Context(ctx context.Context, chatID, cursor string, limit int) (*ContextPage, error) {
+func (c *Client) Context(ctx context.Context, chatID, cursor string, limit int) (_ *ContextPage, err error) {
+	defer c.scrub(&err)
 	if err := checkIDs(EndpointContext, chatID); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/band-once/bandonce/internal/keyguard"
 )
 
 // APIError is what every non-2xx answer becomes, whether or not its body
@@ -48,4 +50,25 @@ func (e *APIError) Error() string {
 // 5xx. Every other status is the server's final word.
 func (e *APIError) Transient() bool {
 	return e.Status == http.StatusTooManyRequests || e.Status >= 500
+}
+
+// scrub takes the key out of every field the server filled. Body is an
+// excerpt, so a key cut short at its end goes too.
+func (e *APIError) scrub(key *keyguard.Secret) {
+	e.Code = key.Scrub(e.Code)
+	e.Message = key.Scrub(e.Message)
+	e.RequestID = key.Scrub(e.RequestID)
+	e.Body = key.ScrubCut(e.Body)
+	if e.Details == nil {
+		return
+	}
+	clean := make(map[string][]string, len(e.Details))
+	for field, msgs := range e.Details {
+		scrubbed := make([]string, len(msgs))
+		for i, m := range msgs {
+			scrubbed[i] = key.Scrub(m)
+		}
+		clean[key.Scrub(field)] = scrubbed
+	}
+	e.Details = clean
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/band-once/bandonce/internal/keyguard"
 )
 
 // RetryOptions bounds the retries of a Doer from NewRetryDoer. Values are
@@ -33,8 +35,9 @@ type RetryOptions struct {
 	Logger *slog.Logger
 }
 
-// NewRetryDoer returns a Doer that sends through hc (nil means
-// http.DefaultClient).
+// NewRetryDoer returns a Doer that sends through a copy of hc (nil means
+// http.DefaultClient) that refuses to follow a redirect to another scheme,
+// host or port, where the key would go with it.
 //
 // A request with retry true is tried up to MaxAttempts times: again after
 // a transport error that is not its context ending, a 429, or a 5xx other
@@ -51,9 +54,8 @@ type RetryOptions struct {
 // When the request's context ends, the error returned matches
 // context.Cause of that context.
 func NewRetryDoer(hc *http.Client, o RetryOptions) Doer {
-	if hc == nil {
-		hc = http.DefaultClient
-	}
+	// net/http would carry X-API-Key along a redirect to any host.
+	hc = keyguard.SameOriginRedirects(hc)
 	o.MaxAttempts = max(o.MaxAttempts, 1)
 	o.BaseDelay, o.MaxDelay = max(o.BaseDelay, 0), max(o.MaxDelay, 0)
 	log := o.Logger
@@ -101,7 +103,8 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 			}
 			if err != nil {
 				lastCause = err
-				return true, nil
+				// A refused redirect is refused again on every try.
+				return !errors.Is(err, keyguard.ErrCrossOriginRedirect), nil
 			}
 			if retryableStatus(resp.StatusCode) {
 				// Built here, not taken from resp.Status, whose form

@@ -74,7 +74,7 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("band: %s: %w", r.endpoint, err)
 	}
-	req.Header.Set("X-API-Key", c.apiKey)
+	req.Header.Set("X-API-Key", c.key.Value())
 	req.Header.Set("Accept", "application/json")
 	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")

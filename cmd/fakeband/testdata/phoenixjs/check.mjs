@@ -1,16 +1,21 @@
 // check.mjs connects the official phoenix JavaScript client (the one Band's
 // TypeScript SDK uses) to a running fakeband and walks the Phoenix Channels
-// V2 conversation an agent needs: connect with the agent's key, join
-// agent_control:{agent_id}, receive agent.control pushes for stop, play and
-// interrupt, receive message_created, get an error reply for a topic that is
-// not the agent's, survive heartbeat cycles, and leave.
+// V2 conversation an agent needs: connect with the agent's key, join every
+// topic Band's official SDKs join (agent_control, agent_rooms and
+// agent_contacts of the agent; chat_room and room_participants of its room),
+// receive agent.control pushes for stop, play and interrupt, message_created,
+// participant_added and participant_removed, room_removed and room_added,
+// contact_added and contact_removed,
+// get an error reply for a topic that is not the agent's, survive heartbeat
+// cycles, and leave.
 //
 // Usage: start fakeband, paste its export lines into this shell, then
 //
 //	npm ci && node check.mjs
 //
-// It needs BAND_API_KEY, BAND_BASE_URL, BAND_WS_URL and FAKEBAND_URL. It
-// prints one line per step and exits 0 when every step passed, 1 otherwise.
+// It needs BAND_API_KEY, BAND_REST_URL (the host root, as the official SDKs
+// read it), BAND_WS_URL and FAKEBAND_URL. It prints one line per step and
+// exits 0 when every step passed, 1 otherwise.
 
 import { readFileSync } from "node:fs";
 import { Socket } from "phoenix";
@@ -32,7 +37,7 @@ function env(name) {
 }
 
 const key = env("BAND_API_KEY");
-const restURL = env("BAND_BASE_URL");
+const restURL = env("BAND_REST_URL").replace(/\/$/, "") + "/api/v1";
 const socketURL = env("BAND_WS_URL");
 const adminURL = env("FAKEBAND_URL").replace(/\/$/, "") + "/_admin";
 
@@ -122,6 +127,28 @@ chat.on("message_created", (payload) => onMessage(payload));
 await joined(chat, `join chat_room:${room.id}`);
 pass(`joined chat_room:${room.id}`);
 
+// The rest of what the SDKs join: TS src/runtime/rooms/AgentRuntime.ts and
+// PY src/band/runtime/presence.py (agent_rooms), TS src/platform/ThenvoiLink.ts
+// joinRoomTopics and PY src/band/platform/link.py subscribe_room
+// (room_participants), and the contacts topic both can join.
+const rooms = socket.channel(`agent_rooms:${me.id}`, {});
+let onRoom = () => {};
+for (const event of ["room_added", "room_removed"]) rooms.on(event, (payload) => onRoom(event, payload));
+await joined(rooms, `join agent_rooms:${me.id}`);
+pass(`joined agent_rooms:${me.id}`);
+
+const participants = socket.channel(`room_participants:${room.id}`, {});
+let onParticipant = () => {};
+for (const event of ["participant_added", "participant_removed"]) participants.on(event, (payload) => onParticipant(event, payload));
+await joined(participants, `join room_participants:${room.id}`);
+pass(`joined room_participants:${room.id}`);
+
+const contacts = socket.channel(`agent_contacts:${me.id}`, {});
+let onContact = () => {};
+for (const event of ["contact_added", "contact_removed"]) contacts.on(event, (payload) => onContact(event, payload));
+await joined(contacts, `join agent_contacts:${me.id}`);
+pass(`joined agent_contacts:${me.id}`);
+
 await within("join someone else's control topic", (done) => {
   socket
     .channel("agent_control:not-this-agent", {})
@@ -160,6 +187,47 @@ const created = await within("message_created", (done) => {
   call("POST", `${adminURL}/say`, { room: room.id, text, mentions: [me.id] });
 });
 pass(`message_created ${created.id} from ${created.sender_type} ${created.sender_id}`);
+
+// want checks a payload has every field, as a string, that the SDKs'
+// schemas require (TS src/platform/streaming/payloadSchemas.ts).
+function want(step, payload, fields) {
+  for (const field of fields) {
+    if (typeof payload[field] !== "string") fail(`${step}: ${field} is ${JSON.stringify(payload[field])}, want a string`);
+  }
+}
+
+async function expectEvent(step, listen, trigger, event, id, fields) {
+  const payload = await within(step, (done) => {
+    listen((got, p) => got === event && p.id === id && done(p));
+    trigger();
+  });
+  listen(() => {});
+  want(step, payload, fields);
+  pass(`${step}: ${event} ${JSON.stringify(payload)}`);
+}
+
+const listenParticipants = (f) => { onParticipant = f; };
+const listenRooms = (f) => { onRoom = f; };
+await expectEvent("add the operator",
+  listenParticipants, () => call("POST", `${adminURL}/participants`, { room: room.id, participant: setup.owner.id }),
+  "participant_added", setup.owner.id, ["id", "name", "type"]);
+await expectEvent("remove the operator",
+  listenParticipants, () => call("DELETE", `${adminURL}/participants`, { room: room.id, participant: setup.owner.id }),
+  "participant_removed", setup.owner.id, ["id"]);
+await expectEvent("remove the agent",
+  listenRooms, () => call("DELETE", `${adminURL}/participants`, { room: room.id, participant: me.id }),
+  "room_removed", room.id, ["id", "status", "type", "title", "removed_at"]);
+const listenContacts = (f) => { onContact = f; };
+const human = setup.humans[0];
+await expectEvent("add a contact",
+  listenContacts, () => call("POST", `${adminURL}/contacts`, { agent: me.id, participant: human.id }),
+  "contact_added", human.id, ["id", "handle", "name", "type", "inserted_at"]);
+await expectEvent("remove the contact",
+  listenContacts, () => call("DELETE", `${adminURL}/contacts`, { agent: me.id, participant: human.id }),
+  "contact_removed", human.id, ["id"]);
+await expectEvent("add the agent back",
+  listenRooms, () => call("POST", `${adminURL}/participants`, { room: room.id, participant: me.id }),
+  "room_added", room.id, ["id", "inserted_at", "updated_at"]);
 
 const before = heartbeats;
 await within(`${HEARTBEATS_WANTED} heartbeats`, (done) => {
