@@ -17,10 +17,11 @@
 // # The records
 //
 // The records are boltledger's: per room, each reply key's state (intent,
-// accepted, duplicate-dropped) and each message whose processed mark is
-// outstanding, in the tables keys and acks of a schema ("bandonce" unless
-// Options.Schema says otherwise), keyed by the agent's id so that agents can
-// share the tables. Open creates the schema on first use and migrates it
+// accepted, duplicate-dropped), each message whose processed mark is
+// outstanding, and each journaled step's result (Message.Step), in the
+// tables keys, acks and steps of a schema ("bandonce" unless Options.Schema
+// says otherwise), keyed by the agent's id so that agents can share the
+// tables. Open creates the schema on first use and migrates it
 // (versioned steps recorded in its migrations table, applied once under an
 // advisory lock). A database it cannot use is an *OpenError: ErrNotPostgres,
 // ErrSchemaTooNew, ErrForeignSchema or ErrPermission. Each Ledger call is one

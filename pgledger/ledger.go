@@ -26,10 +26,10 @@ var _ bandonce.Ledger = (*Ledger)(nil)
 
 // Stats counts the statements a Ledger sent, for benchmarks and metrics.
 type Stats struct {
-	// Reads are Key and AckPending queries.
+	// Reads are Key, AckPending and Step queries.
 	Reads int64
-	// Writes are SetKey and SetAckPending statements, each one fenced
-	// write committed on its own, durable before the call returned.
+	// Writes are SetKey, SetAckPending and SetStep statements, each one
+	// fenced write committed on its own, durable before the call returned.
 	Writes int64
 }
 
@@ -116,6 +116,35 @@ func (l *Ledger) SetAckPending(ctx context.Context, room, messageID string, pend
 	return nil
 }
 
+// Step implements bandonce.Ledger.
+func (l *Ledger) Step(ctx context.Context, room, messageID, name string) ([]byte, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.store.callTimeout())
+	defer cancel()
+	l.reads.Add(1)
+	var result []byte
+	err := l.store.pool.QueryRow(ctx, l.store.sql.step, l.lease.agent, room, messageID, name).Scan(&result)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("pgledger: read step %q of message %q in room %q: %w", name, messageID, room, err)
+	}
+	return result, true, nil
+}
+
+// SetStep implements bandonce.Ledger: the result is committed before
+// SetStep returns. A holder that lost its lease records nothing; the next
+// holder runs the step again, with the same idempotency key.
+func (l *Ledger) SetStep(ctx context.Context, room, messageID, name string, result []byte) error {
+	if result == nil {
+		result = []byte{} // a step that returned nothing still ran
+	}
+	if err := l.write(ctx, "set step", 0, l.store.sql.setStep, room, messageID, name, result); err != nil {
+		return fmt.Errorf("pgledger: set step %q of message %q in room %q: %w", name, messageID, room, err)
+	}
+	return nil
+}
+
 // write runs one fenced statement (see statements) whose own parameters
 // follow the fence's three, and refuses, before and after, when this
 // process's view of the lease leaves less than margin.
@@ -155,14 +184,17 @@ func stored(s bandonce.KeyState) bool {
 }
 
 // Prune deletes the agent's settled key records (KeyAccepted,
-// KeyDuplicateDropped) and ack-pending records written before cutoff,
-// by the database's clock, and returns how many it deleted. Intent
-// records are always kept. It needs no lease: it only forgets.
+// KeyDuplicateDropped), ack-pending records and step results written
+// before cutoff, by the database's clock, and returns how many it deleted.
+// Intent records are always kept. It needs no lease: it only forgets.
 //
 // Pruning trades the guarantee for space, as boltledger's Prune does: a
 // pruned key reads KeyUnknown, which the shell takes as "never tried", so
-// a message that produces it again gets a second reply. Choose a cutoff
-// well past the time any message could come back or any key be reused.
+// a message that produces it again gets a second reply; a message whose
+// ack-pending record or steps were pruned is handled again, its steps run
+// again (with the same idempotency keys), if Band serves it again. Choose
+// a cutoff well past the time any message could come back or any key be
+// reused.
 func (s *Store) Prune(ctx context.Context, cutoff time.Time) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()

@@ -21,7 +21,7 @@ import (
 func TestOpenCreatesTheSchemaOnce(t *testing.T) {
 	db := newTestDB(t)
 	db.open(t, db.opts(testAgent, "holder-a"))
-	for _, table := range []string{"migrations", "leases", "keys", "acks"} {
+	for _, table := range []string{"migrations", "leases", "keys", "acks", "steps"} {
 		assert.Equal(t, 1, db.count(t, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = $2`, db.schema, table), table)
 	}
 	var applied time.Time
@@ -79,7 +79,7 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 func TestOpenRefusesASchemaFromANewerBuild(t *testing.T) {
 	db := newTestDB(t)
 	db.open(t, db.opts(testAgent, "holder-a"))
-	db.exec(t, `INSERT INTO {s}.migrations (version, name) VALUES (2, 'steps of a future build')`)
+	db.exec(t, `INSERT INTO {s}.migrations (version, name) VALUES ($1, 'tables of a future build')`, len(migrations)+1)
 
 	_, err := Open(context.Background(), db.pool, db.opts(testAgent, "holder-a"))
 	require.ErrorIs(t, err, ErrSchemaTooNew)
@@ -87,7 +87,7 @@ func TestOpenRefusesASchemaFromANewerBuild(t *testing.T) {
 	require.ErrorAs(t, err, &open)
 	assert.Equal(t, testAgent, open.AgentID)
 	assert.Equal(t, db.schema, open.Schema)
-	assert.Contains(t, err.Error(), `the schema is at migration 2 ("steps of a future build"); this build knows migrations 1 to 1`)
+	assert.Contains(t, err.Error(), fmt.Sprintf(`the schema is at migration %d ("tables of a future build"); this build knows migrations 1 to %d`, len(migrations)+1, len(migrations)))
 }
 
 func TestOpenRefusesAForeignSchema(t *testing.T) {

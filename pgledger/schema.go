@@ -43,6 +43,20 @@ CREATE TABLE {s}.acks (
 	PRIMARY KEY (agent_id, room, message_id)
 );`,
 	},
+	{
+		name: "journaled step results",
+		ddl: `
+CREATE TABLE {s}.steps (
+	agent_id   text NOT NULL,
+	room       text NOT NULL,
+	message_id text NOT NULL,
+	name       text NOT NULL,
+	result     bytea NOT NULL,
+	epoch      bigint NOT NULL,
+	written_at timestamptz NOT NULL,
+	PRIMARY KEY (agent_id, room, message_id, name)
+);`,
+	},
 }
 
 // statements are the SQL texts of a Store, built once for its schema.
@@ -60,6 +74,7 @@ type statements struct {
 
 	key, setKey, deleteKey string
 	ack, setAck, deleteAck string
+	step, setStep          string
 	prune                  string
 }
 
@@ -81,7 +96,7 @@ func buildStatements(schema string) statements {
 		// has_table_privilege holds when any privilege listed holds: each
 		// is asked on its own.
 		privileges: `SELECT bool_and(has_table_privilege(format('%I.%I', $1::text, t), p))
-			FROM unnest(ARRAY['leases', 'keys', 'acks']) AS t, unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p`,
+			FROM unnest(ARRAY['leases', 'keys', 'acks', 'steps']) AS t, unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p`,
 
 		// $1 agent, $2 holder, $3 lease time in microseconds.
 		acquire: s(`INSERT INTO {s}.leases AS l (agent_id, epoch, holder, acquired_at, expires_at)
@@ -120,12 +135,22 @@ func buildStatements(schema string) statements {
 		deleteAck: s(fenced(`DELETE FROM {s}.acks
 			WHERE agent_id = $1 AND room = $4 AND message_id = $5 AND EXISTS (SELECT 1 FROM fence)`)),
 
+		// $1 agent, $2 room, $3 message, $4 step name.
+		step: s(`SELECT result FROM {s}.steps WHERE agent_id = $1 AND room = $2 AND message_id = $3 AND name = $4`),
+		// $4 room, $5 message, $6 step name, $7 result.
+		setStep: s(fenced(`INSERT INTO {s}.steps (agent_id, room, message_id, name, result, epoch, written_at)
+			SELECT $1, $4, $5, $6, $7, $2, now() FROM fence
+			ON CONFLICT (agent_id, room, message_id, name) DO UPDATE
+			SET result = excluded.result, epoch = excluded.epoch, written_at = excluded.written_at`)),
+
 		// $1 agent, $2 cutoff. Not fenced: it only forgets.
 		prune: s(`WITH k AS (
 				DELETE FROM {s}.keys WHERE agent_id = $1 AND state IN (2, 3) AND written_at < $2 RETURNING 1
 			), a AS (
 				DELETE FROM {s}.acks WHERE agent_id = $1 AND written_at < $2 RETURNING 1
+			), st AS (
+				DELETE FROM {s}.steps WHERE agent_id = $1 AND written_at < $2 RETURNING 1
 			)
-			SELECT (SELECT count(*) FROM k) + (SELECT count(*) FROM a)`),
+			SELECT (SELECT count(*) FROM k) + (SELECT count(*) FROM a) + (SELECT count(*) FROM st)`),
 	}
 }

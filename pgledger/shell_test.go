@@ -89,17 +89,26 @@ func (r *replica) terms() []int64 {
 	return append([]int64(nil), r.epochs...)
 }
 
-// startReplica runs a replica of b's agent on s until cleanup or stop.
+// slowEcho echoes after 5 ms.
+func slowEcho(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+	if err := sleep(ctx, 5*time.Millisecond); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	return &bandonce.Reply{Content: "echo: " + m.Body(), Mentions: []string{m.SenderID}}, nil
+}
+
+// startReplica runs a replica of b's agent on s, answering with slowEcho,
+// until cleanup or stop.
 func startReplica(t *testing.T, b *band, s *Store) *replica {
+	t.Helper()
+	return startReplicaWith(t, b, s, slowEcho)
+}
+
+// startReplicaWith runs a replica of b's agent on s, answering with h.
+func startReplicaWith(t *testing.T, b *band, s *Store, h bandonce.Handler) *replica {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	r := &replica{stop: stop, done: make(chan error, 1)}
-	slow := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-		if err := sleep(ctx, 5*time.Millisecond); err != nil {
-			return nil, context.Cause(ctx)
-		}
-		return &bandonce.Reply{Content: "echo: " + m.Body(), Mentions: []string{m.SenderID}}, nil
-	}
 	go func() {
 		r.done <- s.RunLeader(ctx, func(ctx context.Context, l *Ledger) error {
 			r.mu.Lock()
@@ -107,7 +116,7 @@ func startReplica(t *testing.T, b *band, s *Store) *replica {
 			r.mu.Unlock()
 			shell, err := bandonce.New(bandonce.Config{
 				APIKey: b.agent.Key, BaseURL: b.BaseURL(), SocketURL: b.SocketURL(), HTTPClient: b.HTTPClient(),
-				Handler: slow, Ledger: l, Logger: quiet,
+				Handler: h, Ledger: l, Logger: quiet,
 				ShutdownTimeout: 100 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 				Retry: bandonce.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
 			})
@@ -213,4 +222,54 @@ func TestALongOutageEndsTheTermAndTheNextOneFinishes(t *testing.T) {
 
 	b.requireExactlyOnce(t, ids)
 	assert.Equal(t, []int64{1, 2}, r.terms(), "the lease was lost and taken again")
+}
+
+// A turn with a journaled step and a send before its reply, handed from
+// replica to replica mid-backlog: every step ran once, every send and
+// reply was posted once, whichever replica led.
+func TestATurnsStepsAndSendsSurviveHandovers(t *testing.T) {
+	db := newTestDB(t)
+	b := newBand(t)
+	ids := b.backlog(t, 24)
+	var mu sync.Mutex
+	ran := map[string]int{}
+	turn := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if _, err := m.Step(ctx, "charge", func(context.Context, string) ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			ran[m.ID]++
+			return []byte("ch_" + m.ID), nil
+		}); err != nil {
+			return nil, err
+		}
+		if err := m.Send(ctx, bandonce.Reply{Content: "working on " + m.Body(), Mentions: []string{m.SenderID}}); err != nil {
+			return nil, err
+		}
+		return slowEcho(ctx, m)
+	}
+	a := startReplicaWith(t, b, db.open(t, db.opts(b.agent.ID, "replica-a")), turn)
+	until(t, "a leader", func() bool { return len(a.terms()) == 1 })
+	standby := startReplicaWith(t, b, db.open(t, db.opts(b.agent.ID, "replica-b")), turn)
+	until(t, "8 answers", func() bool { return b.answered(ids) >= 8 })
+	a.halt(t)
+	until(t, "16 answers", func() bool { return b.answered(ids) >= 16 })
+	a = startReplicaWith(t, b, db.open(t, db.opts(b.agent.ID, "replica-a")), turn)
+	standby.halt(t)
+	until(t, "every answer", func() bool { return b.answered(ids) == len(ids) })
+
+	b.requireExactlyOnce(t, ids)
+	assert.Equal(t, []int64{2}, standby.terms(), "three terms: the backlog was handed over twice")
+	assert.Equal(t, []int64{3}, a.terms())
+	for i, id := range ids {
+		sends := 0
+		for _, p := range b.Posts(b.room.ID) {
+			if p.SenderID == b.agent.ID && strings.HasSuffix(p.Content, "[dedup_key:"+bandonce.DefaultKey(id)+":send:1]") {
+				sends++
+			}
+		}
+		assert.Equal(t, 1, sends, "message %d's send posted once", i)
+		mu.Lock()
+		assert.Equal(t, 1, ran[id], "message %d's step ran once", i)
+		mu.Unlock()
+	}
 }
