@@ -30,11 +30,12 @@ import (
 // holder that was paused and wakes after losing the lease posts nothing
 // more, because the shell posts only after its intent is written.
 //
-// RunLeader returns when ctx ends (nil, after lead has returned and the
-// lease is released, so a standby takes over at once), when lead returns
-// while the lease is held (lead's error, the lease released), or when the
-// database refuses the lease table for a reason that will not pass by
-// itself. While the database is unreachable it keeps trying and logs.
+// RunLeader returns when ctx ends (nil, or lead's error if it had one
+// other than ctx's, after lead has returned and the lease is released, so
+// a standby takes over at once), when lead returns while the lease is held
+// (lead's error, the lease released), or when the database refuses the
+// lease table for a reason that will not pass by itself. While the
+// database is unreachable it keeps trying and logs.
 func (s *Store) RunLeader(ctx context.Context, lead func(ctx context.Context, ledger *Ledger) error) error {
 	for {
 		ls, err := s.campaign(ctx)
@@ -46,9 +47,9 @@ func (s *Store) RunLeader(ctx context.Context, lead func(ctx context.Context, le
 		}
 		lost, err := s.hold(ctx, ls, lead)
 		switch {
-		case ctx.Err() != nil:
-			return nil
-		case !lost:
+		case ctx.Err() != nil && (err == nil || errors.Is(err, context.Cause(ctx))):
+			return nil // the caller ended it: a clean shutdown
+		case !lost || ctx.Err() != nil:
 			return err
 		case err != nil:
 			s.log.Info("pgledger: the leader returned an error after the lease was lost; standing by", "epoch", ls.epoch, "err", err)
