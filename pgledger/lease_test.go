@@ -244,3 +244,28 @@ func TestRunLeaderReturnsWhenTheDatabaseRefusesForGood(t *testing.T) {
 	assert.Contains(t, err.Error(), "campaigning for the lease of agent")
 	assert.Contains(t, err.Error(), "does not exist")
 }
+
+// When ctx ends, a leader that returns ctx's own cause (or nothing) ends
+// RunLeader cleanly; an error of its own is passed on.
+func TestRunLeaderAfterItsContextEnds(t *testing.T) {
+	db := newTestDB(t)
+	s := db.open(t, db.opts(testAgent, "holder-a"))
+	boom := errors.New("boom while stopping")
+	for _, tc := range []struct {
+		returns func(ctx context.Context) error
+		want    error
+	}{
+		{func(context.Context) error { return nil }, nil},
+		{func(ctx context.Context) error { return context.Cause(ctx) }, nil},
+		{func(context.Context) error { return boom }, boom},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		err := s.RunLeader(ctx, func(ctx context.Context, _ *Ledger) error {
+			cancel()
+			<-ctx.Done()
+			return tc.returns(ctx)
+		})
+		assert.Equal(t, tc.want, err)
+		assert.Equal(t, 1, db.count(t, `SELECT count(*) FROM {s}.leases WHERE expires_at <= now()`), "released")
+	}
+}
