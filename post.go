@@ -38,6 +38,12 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 	case f == nil:
 		return r.ack(ctx, m, attempt, Outcome{Kind: Replied, DedupKey: key})
 	}
+	if cause := r.ctl.signalled(cy); cause != nil && f.kind != failAborted {
+		// A signal reached the cycle while the send failed (a guard read
+		// given up on, an unknown outcome left unresolved): it decides,
+		// or a later delivery would send what the signal withdrew.
+		return r.aborted(ctx, m, attempt, cause)
+	}
 	if f.keep {
 		// Nothing was sent, or the outcome is unknown: the next delivery
 		// guards and posts this reply without running the handler again.
