@@ -25,6 +25,9 @@ const (
 	LedgerMemory LedgerKind = "memory"
 	// LedgerBolt keeps a boltledger file, reopened by every life.
 	LedgerBolt LedgerKind = "bolt"
+	// LedgerPG keeps a pgledger in PostgreSQL, under an agent id of the
+	// schedule's own; every life opens it and leads under a new lease.
+	LedgerPG LedgerKind = "pg"
 )
 
 // ShellConfig configures the prover's own agent, a bandonce.Shell.
@@ -35,6 +38,10 @@ type ShellConfig struct {
 	Durable LedgerKind
 	// Dir holds the bolt files; required with LedgerBolt.
 	Dir string
+	// Postgres is the database URL and Schema the PostgreSQL schema of
+	// the pgledgers; both required with LedgerPG. The caller drops the
+	// schema when the run is over.
+	Postgres, Schema string
 	// MaxAttempts is the Shell's failure budget. Zero means 3.
 	MaxAttempts int
 }
@@ -57,6 +64,9 @@ var boltFiles atomic.Int64
 // counts survive kills.
 func ShellAgent(cfg ShellConfig) func(*Schedule) (Factory, func()) {
 	return func(s *Schedule) (Factory, func()) {
+		if s.Durable && cfg.Durable == LedgerPG {
+			return pgAgent(cfg), nil
+		}
 		var keep bandonce.Ledger
 		path := ""
 		if s.Durable {

@@ -8,6 +8,12 @@
 //	BAND_BASE_URL  the REST root (default https://app.band.ai/api/v1)
 //	BAND_WS_URL    the Phoenix socket (default derived from BAND_BASE_URL)
 //	ECHO_DELAY     a Go duration each reply waits, to stand in for slow work (default 0)
+//	BANDONCE_LEDGER      where the ledger lives: empty for memory (lost on exit),
+//	                     bolt:PATH for a file on this host, or a postgres:// URL
+//	                     shared by every replica: one serves, the others stand by
+//	                     (docs/ledgers.md)
+//	BANDONCE_LEASE_TIME  with postgres://, how long the standbys wait for a silent
+//	                     holder before one takes over (default 10s)
 //
 // SIGINT or SIGTERM shut it down gracefully (exit 0). A rejected key, or
 // another connection of the same agent taking over, exits 1 with a message
@@ -66,21 +72,22 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer, logger 
 	if err != nil {
 		return err
 	}
-	shell, err := bandonce.New(bandonce.Config{
+	cfg := bandonce.Config{
 		APIKey:    key,
 		BaseURL:   getenv("BAND_BASE_URL"),
 		SocketURL: getenv("BAND_WS_URL"),
 		Handler:   Echo(delay),
 		Logger:    logger,
-	})
-	if err != nil {
+	}
+	if _, err := bandonce.New(cfg); err != nil { // a bad setting fails now, not once a lease is held
 		return err
 	}
 	if once {
-		return drain(ctx, shell, out)
+		return runWithLedger(ctx, getenv, logger, cfg, func(ctx context.Context, shell *bandonce.Shell) error { return drain(ctx, shell, out) })
 	}
 	fmt.Fprintln(out, "echo: serving; press Ctrl-C to stop")
-	return explain(shell.Run(ctx), out)
+	serve := func(ctx context.Context, shell *bandonce.Shell) error { return shell.Run(ctx) }
+	return explain(runWithLedger(ctx, getenv, logger, cfg, serve), out)
 }
 
 // drain answers what is waiting, then says what it did.
