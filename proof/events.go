@@ -176,6 +176,15 @@ func (s *sim) apply(ev Event) {
 		if s.band.AddParticipant(s.rooms[s.room(ev.Room)].ID, s.agent.ID) == nil {
 			s.faults["room_joined"]++
 		}
+	case RateLimit:
+		if ev.Rate <= 0 {
+			_ = s.band.SetRateLimit(nil)
+			break
+		}
+		l := &fakeband.RateLimit{PerSecond: ev.Rate, Burst: ev.Count, RetryAfter: ev.RetryAfter != "", EmptyBody: ev.RetryAfter == ""}
+		if s.band.SetRateLimit(l) == nil {
+			s.faults["rate_limit"]++
+		}
 	}
 }
 
@@ -226,6 +235,7 @@ func (s *sim) control(ev Event, final bool) {
 		s.band.InjectSocket(fakeband.SocketFault{Event: "agent.control", Nth: 1, Kind: socketFault(ev.Push), Delay: ev.Delay})
 	}
 	rec.InFlight = s.gate.inFlightSends(roomID)
+	before := s.stamp()
 	var err error
 	switch ev.Kind {
 	case Interrupt:
@@ -238,12 +248,18 @@ func (s *sim) control(ev Event, final bool) {
 	if err != nil {
 		return
 	}
-	action := s.lastEvent() // the fake records the action, then pushes it
-	rec.Seq, rec.CorrelationID = action.Seq, action.Detail
+	// The fake records the action, then pushes it, unless the agent is
+	// not in the room: then there is no action and no push.
+	action := s.lastEvent()
+	pushed := action.Seq > before && action.Kind == controlEventKinds[ev.Kind]
+	rec.Seq = action.Seq
+	if pushed {
+		rec.CorrelationID = action.Detail
+	}
 	synctest.Wait() // the push travels, if it can
 	rec.Until = rec.Seq
 	switch {
-	case !open || ev.Push == PushLost:
+	case !open || ev.Push == PushLost || !pushed:
 		rec.Lost = true
 	case ev.Push != PushLate && s.arrivals.arrived(rec.CorrelationID):
 		rec.Delivered = true
@@ -262,6 +278,11 @@ func (s *sim) control(ev Event, final bool) {
 		name = "play_while_disconnected"
 	}
 	s.faults[name]++
+}
+
+// controlEventKinds are the fake's records of each control action.
+var controlEventKinds = map[EventKind]string{
+	Interrupt: fakeband.EventInterrupt, Stop: fakeband.EventStop, Play: fakeband.EventPlay,
 }
 
 // firedFaults is the histogram of what actually fired: the engine's own
@@ -289,6 +310,8 @@ func (s *sim) firedFaults() map[string]int {
 			out["push_late"] += n
 		case "drop_connection":
 			out["socket_drop"] += n
+		case "rate_limit":
+			out["rate_limited_429"] += n
 		}
 	}
 	if n := failBefore - s.faults["throttle_429_retry_after"] - s.faults["throttle_429_empty"]; n > 0 {

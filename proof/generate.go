@@ -177,11 +177,20 @@ func drawFault(r *rand.Rand, rooms, span int, g GenOptions) []Event {
 		}
 		return PushNormal, 0
 	}
-	x := r.IntN(108)
+	x := r.IntN(112)
 	if g.NoControl && x >= 64 && x < 92 {
 		x -= 40 // redraw among the transport faults
 	}
 	switch {
+	case x >= 108:
+		// A spell of throttling, as a busy load balancer gives, lifted
+		// some requests later.
+		ev.Endpoint, ev.Kind = "", RateLimit
+		ev.Rate, ev.Count = float64(5+r.IntN(36)), 1+r.IntN(8)
+		if r.IntN(2) == 0 {
+			ev.RetryAfter = "1"
+		}
+		return []Event{ev, {At: at + 5 + r.IntN(30), Kind: RateLimit}}
 	case x >= 100:
 		// A request the fake applies and whose answer goes wrong on the
 		// way back: most often the reply POST, behind a load balancer.

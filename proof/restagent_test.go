@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -240,20 +241,37 @@ type wireMessage struct {
 	SenderType string `json:"sender_type"`
 }
 
+// do sends one request; a 429 (which Band answers before applying
+// anything) is waited out, for its Retry-After or a short pause, and sent
+// again, a few times: a loop that re-sent at once would starve behind a
+// throttle.
 func (c *restClient) do(ctx context.Context, method, path string, body any, out any) (int, error) {
-	var rd io.Reader
+	var data []byte
 	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
 			return 0, err
 		}
-		rd = bytes.NewReader(data)
+	}
+	for try := 1; ; try++ {
+		status, retryAfter, err := c.once(ctx, method, path, data, out)
+		if status != http.StatusTooManyRequests || try == 5 {
+			return status, err
+		}
+		pause(ctx, max(retryAfter, time.Duration(try)*100*time.Millisecond))
+	}
+}
+
+func (c *restClient) once(ctx context.Context, method, path string, body []byte, out any) (int, time.Duration, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	req.Header.Set("X-API-Key", c.key)
 	if body != nil {
@@ -261,20 +279,24 @@ func (c *restClient) do(ctx context.Context, method, path string, body any, out 
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer resp.Body.Close()
+	var retryAfter time.Duration
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+		retryAfter = time.Duration(secs) * time.Second
+	}
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return resp.StatusCode, err
+		return resp.StatusCode, retryAfter, err
 	}
 	if resp.StatusCode >= 300 {
-		return resp.StatusCode, &apiError{resp.StatusCode, string(data)}
+		return resp.StatusCode, retryAfter, &apiError{resp.StatusCode, string(data)}
 	}
 	if out != nil && len(data) > 0 {
-		return resp.StatusCode, json.Unmarshal(data, out)
+		return resp.StatusCode, retryAfter, json.Unmarshal(data, out)
 	}
-	return resp.StatusCode, nil
+	return resp.StatusCode, retryAfter, nil
 }
 
 func (c *restClient) rooms(ctx context.Context) ([]string, error) {

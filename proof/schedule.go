@@ -82,6 +82,12 @@ const (
 	// answer takes Delay to come back, so a client with a shorter timeout
 	// gives up on a request that did land.
 	AnswerAfterGiveUp
+	// RateLimit: from now on the fake throttles the agent as Band's load
+	// balancer does, a token bucket of Count calls refilled at Rate a
+	// second, answering 429 (with a Retry-After when RetryAfter is set,
+	// otherwise with an empty body) to a call that finds it empty. A Rate
+	// of zero lifts the throttle.
+	RateLimit
 )
 
 var eventNames = [...]string{
@@ -89,7 +95,7 @@ var eventNames = [...]string{
 	ServerError: "server-error", Latency: "latency", LoseResponse: "lose-response",
 	StaleNext: "stale-next", Interrupt: "interrupt", Stop: "stop", Play: "play",
 	DropSocket: "drop-socket", PushFault: "push-fault", Supersede: "supersede", Join: "join",
-	AppliedThen5xx: "applied-then-5xx", AnswerAfterGiveUp: "answer-after-give-up",
+	AppliedThen5xx: "applied-then-5xx", AnswerAfterGiveUp: "answer-after-give-up", RateLimit: "rate-limit",
 }
 
 // String names the kind as witnesses and traces spell it.
@@ -150,7 +156,8 @@ type Event struct {
 	// RetryAfter is Throttle's Retry-After header, in seconds; "" sends
 	// an empty 429.
 	RetryAfter string
-	Count      int           // ServerError: the burst's length
+	Count      int           // ServerError: the burst's length; RateLimit: the bucket's size
+	Rate       float64       // RateLimit: calls a second
 	Delay      time.Duration // Latency, AnswerAfterGiveUp and PushLate
 	Push       PushMode      // control kinds and PushFault
 	PushEvent  string        // PushFault: the push it disturbs, e.g. "message_created"
@@ -216,6 +223,17 @@ func (e Event) String() string {
 		b.WriteString("supersede the agent's connection")
 	case Join:
 		fmt.Fprintf(&b, "the agent joins %s", room)
+	case RateLimit:
+		if e.Rate <= 0 {
+			b.WriteString("Band stops throttling the agent")
+			break
+		}
+		fmt.Fprintf(&b, "Band throttles the agent to %g calls a second (burst %d), 429s ", e.Rate, e.Count)
+		if e.RetryAfter != "" {
+			b.WriteString("with Retry-After")
+		} else {
+			b.WriteString("with an empty body")
+		}
 	case PushFault:
 		fmt.Fprintf(&b, "next %s push %s", e.PushEvent, e.Push)
 		if e.Push == PushLate {

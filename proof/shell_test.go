@@ -182,3 +182,38 @@ func TestShellWithdrawsAReplyInterruptedWhileItWaitsForTheBudget(t *testing.T) {
 	res := Simulate(t, s, Options{})
 	assert.Nil(t, res.Violation, "nothing may leave the shell for a cycle interrupted before it left")
 }
+
+// Regression (oracle), from seed 20270111: a stop of a room the agent has
+// not joined yet stops nobody and pushes nothing, but the oracle took the
+// fake's latest record, another room's stop, for its push, and judged
+// the agent's answer in that room after it joined as work in a stopped
+// room.
+func TestOracleIgnoresAStopOfARoomTheAgentIsNotIn(t *testing.T) {
+	s := &Schedule{Seed: 20270111, Rooms: 2, Name: "stop before the agent joins", Events: []Event{
+		{At: 4, Kind: Stop, Room: 0},
+		{At: 7, Kind: Stop, Room: 1},
+		{At: 8, Kind: Join, Room: 1},
+		{At: 13, Kind: Say, Room: 1, Spec: MessageSpec{Label: "r2m1", Outcome: Reply}},
+	}}
+	res := Simulate(t, s, Options{})
+	assert.Nil(t, res.Violation)
+	assert.Equal(t, 1, res.Replies)
+}
+
+// The prover throttles the Shell as Band's load balancer does, for a
+// spell, with and without Retry-After; the Shell answers everything once.
+func TestShellRidesOutARateLimit(t *testing.T) {
+	for _, retryAfter := range []string{"", "1"} {
+		s := &Schedule{Seed: 12, Rooms: 2, Name: "throttled", Events: []Event{
+			{Kind: Say, Room: 0, Spec: MessageSpec{Label: "r1m1", Outcome: Reply}},
+			{Kind: Say, Room: 0, Spec: MessageSpec{Label: "r1m2", Outcome: Reply}},
+			{Kind: Say, Room: 1, Spec: MessageSpec{Label: "r2m1", Outcome: Reply}},
+			{At: 3, Kind: RateLimit, Rate: 5, Count: 1, RetryAfter: retryAfter},
+			{At: 30, Kind: RateLimit},
+		}}
+		res := Simulate(t, s, Options{})
+		assert.Nil(t, res.Violation)
+		assert.Equal(t, 3, res.Replies)
+		assert.Positive(t, res.Faults["rate_limited_429"], "the throttle answered 429s")
+	}
+}
