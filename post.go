@@ -40,6 +40,7 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 			return r.ack(ctx, m, attempt, Outcome{Kind: DuplicateDropped, DedupKey: key})
 		case core.ReadRoom:
 			found, err := r.guard.contains(ctx, r.s.api, r.id, r.s.agentID(), key)
+			r.guardRead(ctx, found, err)
 			if err != nil {
 				r.unsent[m.ID] = rep
 				return r.failed("GET context", err)

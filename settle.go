@@ -55,7 +55,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 		if cause := r.ctl.startHandler(cy, cancel); cause != nil {
 			return r.aborted(hard, m, attempt, cause)
 		}
-		reply, handlerErr = r.callHandler(hctx, m, attempt)
+		reply, handlerErr = r.runHandler(hctx, m, attempt)
 		if hctx.Err() != nil {
 			cause = context.Cause(hctx)
 			abort = abortOf(cause)

@@ -43,6 +43,7 @@ type Shell struct {
 	work         sync.WaitGroup          // room goroutines
 	run          runContexts
 	oneShot      *drainTracker // set while Drain runs
+	counts       outcomeCounts // this Run's outcomes, for its last log line
 }
 
 // runContexts are the two lifetimes of one Run: fetching stops when fetch
@@ -71,6 +72,7 @@ func New(cfg Config) (*Shell, error) {
 		MaxRetryAfter: s.Retry.MaxRetryAfter,
 		Seed:          seed,
 		Logger:        s.Logger,
+		Observe:       requestObserver(s.Hooks.Request),
 	})
 	return &Shell{
 		cfg:        s,
@@ -107,7 +109,9 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	defer cancelHard(nil)
 	s.mu.Lock()
 	s.fatal, s.run, s.oneShot = fail, runContexts{fetch: fetch, hard: hard}, oneShot
+	s.counts = outcomeCounts{}
 	s.mu.Unlock()
+	began := time.Now()
 
 	err := s.start(fetch)
 	if err == nil {
@@ -121,29 +125,29 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 		cancelHard(ErrSuperseded)
 	}
 	s.drain(cancelHard)
-	switch {
-	case errors.Is(err, errDrained):
-		return nil // every room drained: a one-shot run's end
-	case ctx.Err() != nil && errors.Is(err, context.Cause(ctx)):
-		return nil // the caller ended Run: a clean shutdown
+	clean := errors.Is(err, errDrained) || // every room drained: a one-shot run's end
+		(ctx.Err() != nil && errors.Is(err, context.Cause(ctx))) // the caller ended Run
+	s.logStopped(err, clean, began)
+	if clean {
+		return nil
 	}
 	return err
 }
 
-// start learns who the agent is and starts its rooms.
+// start learns who the agent is and starts its rooms. Its calls to Band
+// are bounded by StartTimeout (see startCall).
 func (s *Shell) start(ctx context.Context) error {
-	me, err := retryUntil(ctx, s, "GET /agent/me", func() (*wire.Agent, error) { return s.api.Me(ctx) })
+	budget, spent := context.WithTimeoutCause(ctx, s.cfg.StartTimeout, errStartBudget)
+	defer spent()
+	api := s.startClient()
+	me, err := s.identify(budget, api)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.me = *me
-	s.mu.Unlock()
-	s.log.Info("bandonce: serving", "agent", me.ID, "handle", me.Handle)
 
 	ids := s.cfg.Rooms
 	if len(ids) == 0 {
-		chats, err := retryUntil(ctx, s, "GET /agent/chats", func() ([]wire.Chat, error) { return s.api.Chats(ctx) })
+		chats, err := startCall(budget, s, wire.EndpointChats, api.Chats)
 		if err != nil {
 			return err
 		}
@@ -167,6 +171,7 @@ func (s *Shell) start(ctx context.Context) error {
 	for _, id := range ids {
 		s.addRoom(id)
 	}
+	s.logServing(me, ids)
 	if len(s.cfg.Rooms) == 0 {
 		s.work.Add(1)
 		go func() {
@@ -180,32 +185,6 @@ func (s *Shell) start(ctx context.Context) error {
 // socketStartWait bounds how long Run waits for the socket before serving
 // rooms without it; the socket keeps trying in the background.
 const socketStartWait = 5 * time.Second
-
-// retryUntil repeats a start-up call through outages, with backoff, until
-// it succeeds, ctx ends, or Band gives a final answer. A rejected key is
-// fatal at once.
-func retryUntil[T any](ctx context.Context, s *Shell, what string, call func() (T, error)) (T, error) {
-	for n := 0; ; n++ {
-		v, err := call()
-		if err == nil {
-			return v, nil
-		}
-		if fatal := asFatal(err); fatal != nil {
-			return v, fatal
-		}
-		var apiErr *APIError
-		if errors.As(err, &apiErr) && apiErr.Status == http.StatusForbidden {
-			// At start-up a 403 means the key is of the wrong kind (a
-			// user key on the agent API): no retry will help.
-			return v, fmt.Errorf("%w: %w", ErrUnauthorized, apiErr)
-		}
-		wait := s.jitter.Backoff(s.cfg.Retry.BaseDelay, s.cfg.Retry.MaxDelay, n)
-		s.log.Warn("bandonce: start-up call failed; retrying", "call", what, "err", err, "wait", wait)
-		if err := sleep(ctx, wait); err != nil {
-			return v, err
-		}
-	}
-}
 
 // asFatal returns the error Run should end with, or nil if err may pass:
 // a 401 anywhere means the key was rejected or revoked.
@@ -242,6 +221,8 @@ func (s *Shell) addRoom(id string) bool {
 	go func() {
 		defer s.work.Done()
 		defer cancel(nil)
+		s.roomEvent(id, true) // on the room's goroutine: no lock held
+		defer s.roomEvent(id, false)
 		r.run(fetch, s.run.hard)
 	}()
 	return true
