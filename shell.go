@@ -127,7 +127,9 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	s.drain(cancelHard)
 	clean := errors.Is(err, errDrained) || // every room drained: a one-shot run's end
 		(ctx.Err() != nil && errors.Is(err, context.Cause(ctx))) // the caller ended Run
-	s.logStopped(err, clean, began)
+	if !errors.Is(err, errDrained) { // Drain says so itself
+		s.logStopped(err, clean, began)
+	}
 	if clean {
 		return nil
 	}
