@@ -114,6 +114,7 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	began := time.Now()
 
 	err := s.start(fetch)
+	started := err == nil
 	if err == nil {
 		if oneShot != nil {
 			oneShot.arm(fetch, fail)
@@ -127,7 +128,7 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	s.drain(cancelHard)
 	clean := errors.Is(err, errDrained) || // every room drained: a one-shot run's end
 		(ctx.Err() != nil && errors.Is(err, context.Cause(ctx))) // the caller ended Run
-	if !errors.Is(err, errDrained) { // Drain says so itself
+	if started && !errors.Is(err, errDrained) { // Drain says so itself; a failed start is in err
 		s.logStopped(err, clean, began)
 	}
 	if clean {

@@ -98,8 +98,11 @@ func startCall[T any](ctx context.Context, s *Shell, call string, do func(contex
 		if errors.As(err, &apiErr) && apiErr.RetryAfter > 0 {
 			wait = min(apiErr.RetryAfter, s.cfg.Retry.MaxRetryAfter)
 		}
-		s.log.Warn("bandonce: start-up call failed; retrying", "call", call, "url", s.cfg.baseURL.String(),
-			"try", n, "retry_in", wait, "gives_up_in", s.cfg.StartTimeout, "err", err)
+		attrs := []any{"call", call, "url", s.cfg.baseURL.String(), "try", n, "retry_in", wait.Round(time.Millisecond)}
+		if deadline, ok := ctx.Deadline(); ok {
+			attrs = append(attrs, "gives_up_in", time.Until(deadline).Round(time.Second))
+		}
+		s.log.Warn("bandonce: start-up call failed; retrying", append(attrs, "err", err)...)
 		if err := sleep(ctx, wait); err != nil {
 			if errors.Is(err, errStartBudget) {
 				return v, s.budgetSpent(call, last, err)
