@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce/internal/keyguard"
+	"github.com/band-once/bandonce/internal/wire"
 )
 
 // DefaultBaseURL is Band's production REST root.
@@ -118,9 +119,22 @@ type Config struct {
 	// 10 s.
 	ShutdownTimeout time.Duration
 
-	// MaxConcurrentRooms caps how many rooms handle a message at once.
-	// Zero means 16.
+	// MaxConcurrentRooms caps how many rooms handle a message at once;
+	// a room with nothing to do costs no goroutine. Zero means 16.
 	MaxConcurrentRooms int
+
+	// MaxRequestsInFlight caps the shell's REST requests in flight, from
+	// all rooms together. Every request passes one budget: once Band
+	// answers 429 the shell paces its requests at a rate it halves on
+	// every 429 (pausing for a Retry-After) and raises slowly while Band
+	// accepts them. Zero means 32.
+	MaxRequestsInFlight int
+
+	// IdleRequestInterval spreads the requests that only guard against a
+	// lost push (idle rooms' resyncs, polls without a socket, stopped
+	// rooms' probes): at most one per interval for the whole shell, the
+	// room longest due first. Zero means 500 ms, two a second.
+	IdleRequestInterval time.Duration
 }
 
 // Hooks observe the shell. Each is called synchronously on the goroutine
@@ -258,7 +272,8 @@ type settings struct {
 	apiKey       *keyguard.Secret
 	baseURL      *url.URL
 	socketURL    string
-	socketClient *http.Client // HTTPClient without the per-request deadline
+	socketClient *http.Client  // HTTPClient without the per-request deadline or the limiter
+	limiter      *wire.Limiter // every REST request's budget
 }
 
 func (c Config) withDefaults() (settings, error) {
@@ -272,7 +287,7 @@ func (c Config) withDefaults() (settings, error) {
 		"RequestTimeout": c.RequestTimeout, "HandlerTimeout": c.HandlerTimeout,
 		"PollInterval": c.PollInterval, "ResyncInterval": c.ResyncInterval,
 		"MarkTimeout": c.MarkTimeout, "ShutdownTimeout": c.ShutdownTimeout,
-		"StartTimeout": c.StartTimeout,
+		"IdleRequestInterval": c.IdleRequestInterval, "StartTimeout": c.StartTimeout,
 	} {
 		if d < 0 {
 			return settings{}, &ConfigError{Field: name, Reason: "must not be negative"}
@@ -283,6 +298,9 @@ func (c Config) withDefaults() (settings, error) {
 	}
 	if c.MaxConcurrentRooms < 0 {
 		return settings{}, &ConfigError{Field: "MaxConcurrentRooms", Reason: "must not be negative"}
+	}
+	if c.MaxRequestsInFlight < 0 {
+		return settings{}, &ConfigError{Field: "MaxRequestsInFlight", Reason: "must not be negative"}
 	}
 	if err := c.Retry.validate(); err != nil {
 		return settings{}, err
@@ -310,6 +328,8 @@ func (c Config) withDefaults() (settings, error) {
 	s.MarkTimeout = cmp.Or(c.MarkTimeout, 15*time.Second)
 	s.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
 	s.MaxConcurrentRooms = cmp.Or(c.MaxConcurrentRooms, 16)
+	s.MaxRequestsInFlight = cmp.Or(c.MaxRequestsInFlight, 32)
+	s.IdleRequestInterval = cmp.Or(c.IdleRequestInterval, 500*time.Millisecond)
 	s.StartTimeout = cmp.Or(c.StartTimeout, DefaultStartTimeout)
 	s.Retry = c.Retry.withDefaults()
 	if s.Ledger == nil {
@@ -322,7 +342,8 @@ func (c Config) withDefaults() (settings, error) {
 	// here, so a key quoted by a server or a handler's panic stops here.
 	s.Logger = keyguard.Logger(s.Logger, s.apiKey)
 	s.Hooks = s.Hooks.scrubbed(s.apiKey)
-	s.HTTPClient, s.socketClient = requestClients(c.HTTPClient, s.RequestTimeout)
+	s.limiter = wire.NewLimiter(s.MaxRequestsInFlight, s.Retry.MaxRetryAfter)
+	s.HTTPClient, s.socketClient = requestClients(c.HTTPClient, s.RequestTimeout, s.limiter)
 	if c.SocketURL != "" {
 		u, err := url.Parse(c.SocketURL)
 		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {

@@ -19,7 +19,7 @@ type roomControl struct {
 	lastProbe time.Time
 	probe     bool // evidence of a missed play: probe as soon as the stop has settled
 	cur       *cycle
-	wake      chan struct{} // buffered(1): a coalescing "look at /next now"
+	wake      func() // asks the scheduler for a look at /next now; never blocks
 }
 
 // cycle is one message's passage through the room, from the moment /next
@@ -36,8 +36,8 @@ type cycle struct {
 	committed bool
 }
 
-func newRoomControl() *roomControl {
-	return &roomControl{wake: make(chan struct{}, 1)}
+func newRoomControl(wake func()) *roomControl {
+	return &roomControl{wake: wake}
 }
 
 // stopSettle is how long a room stays stopped before a /next that serves
@@ -68,14 +68,15 @@ func (c *roomControl) mayFetch(now time.Time, interval time.Duration) (probe, ok
 }
 
 // untilProbe is how long a stopped room waits before mayFetch lets it
-// probe; zero if it is not stopped (any more).
-func (c *roomControl) untilProbe(now time.Time, interval time.Duration) time.Duration {
+// probe, zero if it is not stopped (any more), and whether that probe was
+// asked for (evidence of a missed play) rather than merely periodic.
+func (c *roomControl) untilProbe(now time.Time, interval time.Duration) (wait time.Duration, requested bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.stopped {
-		return 0
+		return 0, false
 	}
-	return max(c.probeDueLocked(interval).Sub(now), 0)
+	return max(c.probeDueLocked(interval).Sub(now), 0), c.probe
 }
 
 func (c *roomControl) probeDueLocked(interval time.Duration) time.Time {
@@ -216,12 +217,7 @@ func (c *roomControl) play() bool {
 }
 
 // poke asks the room to look at /next now; it never blocks.
-func (c *roomControl) poke() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
+func (c *roomControl) poke() { c.wake() }
 
 // setStopped marks the room stopped as of now, unless it already was.
 func (c *roomControl) setStopped(now time.Time) {

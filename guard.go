@@ -52,6 +52,12 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 	}
 }
 
+// release forgets what the index knows, for a room gone idle: the keys
+// and the resume cursor go together (a cursor without the keys read
+// before it would miss them), so the next guard reads the room from the
+// start. Only a redelivery pays that read.
+func (g *guardIndex) release() { *g = guardIndex{} }
+
 // add records a key the agent is known to have posted.
 func (g *guardIndex) add(key string) {
 	if g.keys == nil {

@@ -9,14 +9,17 @@ import (
 	"github.com/band-once/bandonce/internal/wire"
 )
 
-// room serves one chat: one goroutine, one message at a time, in /next
-// order. Everything but ctl belongs to that goroutine.
+// room serves one chat: one message at a time, in /next order, one round
+// at a time on a worker of the scheduler. Everything but ctl and sched
+// belongs to whichever worker runs its round.
 type room struct {
 	s     *Shell
 	id    string
 	ctl   *roomControl
 	guard guardIndex
-	leave context.CancelCauseFunc // ends the loop when the agent leaves the room
+	fetch context.Context         // ends when Run stops fetching or the agent leaves the room
+	leave context.CancelCauseFunc // ends fetch when the agent leaves the room
+	sched roomSched               // the scheduler's, owned by its dispatcher
 
 	// failures counts handler failures per message, the budget against
 	// MaxAttempts. Control aborts and crashes are never charged.
@@ -30,7 +33,6 @@ type room struct {
 
 	errStreak     int      // consecutive rounds that ended in an error, for backoff
 	lastStale     string   // a message /next served though Band says it is done
-	gone          bool     // Band says the agent is not in this room (404)
 	stopAnnounced bool     // the log already says this room waits for play
 	delivery      Delivery // the delivery in flight, for the hooks
 }
@@ -46,86 +48,64 @@ const (
 	stepGone                // the room is no longer ours
 )
 
-func newRoom(s *Shell, id string) *room {
-	return &room{
-		s: s, id: id, ctl: newRoomControl(),
+func newRoom(s *Shell, q *scheduler, id string) *room {
+	r := &room{
+		s: s, id: id,
 		failures:       make(map[string]*failure),
 		unsent:         make(map[string]*Reply),
 		consumeOnServe: make(map[string]bool),
 	}
+	r.ctl = newRoomControl(func() { q.wake(r) })
+	return r
 }
 
-// run is the room's goroutine. It returns when fetch ends or the room is
-// gone; a handler in flight is bounded by hard.
-func (r *room) run(fetch, hard context.Context) {
-	defer r.s.dropRoom(r)
-	defer r.oneShot(func(d *drainTracker) { d.gone(r) })
-	for fetch.Err() == nil {
-		wait := r.drain(fetch, hard)
-		if r.gone || fetch.Err() != nil {
-			return
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-fetch.Done():
-		case <-r.ctl.wake:
-		case <-t.C:
-			// A wake-up that came with the timer is served by the same
-			// look; left in the channel it would make a second one, on
-			// the scheduler's whim.
-			select {
-			case <-r.ctl.wake:
-			default:
-			}
-		}
-		t.Stop()
+// turn runs one round of the room and says what it asks for next: a
+// room with more to do runs again, one that waits says for how long, and
+// whether that look only guards against a lost push (the idle budget's).
+// A handler in flight is bounded by hard.
+func (r *room) turn(hard context.Context) roundDone {
+	done := roundDone{r: r}
+	if r.fetch.Err() != nil {
+		done.gone = true
+		return done
 	}
-}
-
-// drain handles messages until /next has none, the room stops, or a
-// request fails, and returns how long to wait before the next look.
-func (r *room) drain(fetch, hard context.Context) time.Duration {
-	for fetch.Err() == nil {
-		switch r.round(fetch, hard) {
-		case stepNext:
-			r.errStreak = 0
-		case stepIdle:
-			r.errStreak = 0
-			r.oneShot(func(d *drainTracker) { d.idle(r, false) })
-			return r.s.idleWait()
-		case stepBackoff:
-			r.errStreak++
-			r.oneShot(func(d *drainTracker) { d.busy(r) })
-			return r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, r.errStreak)
-		case stepStopped:
-			// Play wakes the room; a probe now and then covers a play
-			// whose push never arrived.
-			wait := r.ctl.untilProbe(time.Now(), r.s.cfg.ResyncInterval)
-			if wait > 0 && !r.stopAnnounced {
-				r.s.log.Info("bandonce: room stopped; waiting for play", "room", r.id)
-			}
-			r.stopAnnounced = wait > 0
-			if wait > 0 {
-				r.oneShot(func(d *drainTracker) { d.idle(r, true) })
-			}
-			return wait
-		case stepGone:
-			r.gone = true
-			return 0
+	switch r.round(r.fetch, hard) {
+	case stepNext:
+		r.errStreak = 0
+		done.again = true
+	case stepIdle:
+		r.errStreak = 0
+		r.guard.release()
+		r.oneShot(func(d *drainTracker) { d.idle(r, false) })
+		done.wait, done.budgeted = r.s.idleWait(), true
+	case stepBackoff:
+		r.errStreak++
+		r.oneShot(func(d *drainTracker) { d.busy(r) })
+		done.wait = r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, r.errStreak)
+	case stepStopped:
+		// Play wakes the room; a probe now and then covers a play whose
+		// push never arrived.
+		wait, requested := r.ctl.untilProbe(time.Now(), r.s.cfg.ResyncInterval)
+		if wait > 0 && !r.stopAnnounced {
+			r.s.log.Info("bandonce: room stopped; waiting for play", "room", r.id)
 		}
+		r.stopAnnounced = wait > 0
+		if wait > 0 {
+			r.oneShot(func(d *drainTracker) { d.idle(r, true) })
+		}
+		done.again = wait == 0
+		done.wait, done.budgeted = wait, !requested
+	case stepGone:
+		done.gone = true
 	}
-	return 0
+	if r.fetch.Err() != nil {
+		done.gone = true
+	}
+	return done
 }
 
 // round fetches and settles one message.
 func (r *room) round(fetch, hard context.Context) step {
-	select {
-	case r.s.slots <- struct{}{}:
-	case <-fetch.Done():
-		return stepIdle
-	}
-	defer func() { <-r.s.slots }()
-
 	probe, ok := r.ctl.mayFetch(time.Now(), r.s.cfg.ResyncInterval)
 	if !ok {
 		return stepStopped

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,6 @@ type Shell struct {
 	api    *wire.Client
 	jitter *core.Jitter
 	log    *slog.Logger
-	slots  chan struct{} // one token per room handling a message
 
 	jitterSeed uint64
 	relist     chan struct{} // buffered(1): list the rooms now (see watchRooms)
@@ -42,6 +42,7 @@ type Shell struct {
 	fatal        context.CancelCauseFunc // ends Run with an error
 	work         sync.WaitGroup          // room goroutines
 	run          runContexts
+	sched        *scheduler    // runs the rooms; one per Run
 	oneShot      *drainTracker // set while Drain runs
 	counts       outcomeCounts // this Run's outcomes, for its last log line
 }
@@ -80,7 +81,6 @@ func New(cfg Config) (*Shell, error) {
 		api:        wire.NewClient(s.baseURL.String(), s.apiKey.Value(), doer),
 		jitter:     core.NewJitter(seed + 1),
 		log:        s.Logger,
-		slots:      make(chan struct{}, s.MaxConcurrentRooms),
 		relist:     make(chan struct{}, 1),
 		rooms:      make(map[string]*room),
 	}, nil
@@ -107,11 +107,13 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	defer fail(nil)
 	hard, cancelHard := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelHard(nil)
+	sched := newScheduler(s)
 	s.mu.Lock()
-	s.fatal, s.run, s.oneShot = fail, runContexts{fetch: fetch, hard: hard}, oneShot
+	s.fatal, s.run, s.oneShot, s.sched = fail, runContexts{fetch: fetch, hard: hard}, oneShot, sched
 	s.counts = outcomeCounts{}
 	s.mu.Unlock()
 	began := time.Now()
+	s.work.Go(func() { sched.run(fetch, hard) })
 
 	err := s.start(fetch)
 	started := err == nil
@@ -122,6 +124,7 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 		<-fetch.Done()
 		err = context.Cause(fetch)
 	}
+	fail(err) // start-up failed: stop the scheduler too
 	if errors.Is(err, ErrSuperseded) {
 		cancelHard(ErrSuperseded)
 	}
@@ -202,32 +205,32 @@ func asFatal(err error) error {
 // addRoom starts serving a room unless it already is; it reports whether
 // it did.
 func (s *Shell) addRoom(id string) bool {
+	if !s.startRoom(id) {
+		return false
+	}
+	s.roomEvent(id, true) // outside the lock: a hook may call the Shell
+	return true
+}
+
+func (s *Shell) startRoom(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.rooms[id]; ok || s.run.fetch == nil || s.run.fetch.Err() != nil {
 		return false
 	}
-	r := newRoom(s, id)
+	r := newRoom(s, s.sched, id)
 	if s.agentStopped {
 		r.ctl.setStopped(time.Now())
 	}
 	if s.oneShot != nil {
 		s.oneShot.add(r)
 	}
-	fetch, cancel := context.WithCancelCause(s.run.fetch)
-	r.leave = cancel
+	r.fetch, r.leave = context.WithCancelCause(s.run.fetch)
 	s.rooms[id] = r
 	if s.sock != nil {
 		s.sock.Join("chat_room:"+id, r.onRoomEvent)
 	}
-	s.work.Add(1)
-	go func() {
-		defer s.work.Done()
-		defer cancel(nil)
-		s.roomEvent(id, true) // on the room's goroutine: no lock held
-		defer s.roomEvent(id, false)
-		r.run(fetch, s.run.hard)
-	}()
+	s.sched.wake(r)
 	return true
 }
 
@@ -242,18 +245,25 @@ func (s *Shell) removeRoom(id string) {
 	s.mu.Unlock()
 	if r != nil {
 		r.leave(errRoomRemoved)
+		r.ctl.poke() // so the scheduler lets it go now
 	}
 }
 
-// dropRoom forgets a room whose loop has ended.
-func (s *Shell) dropRoom(r *room) {
+// roomEnded forgets a room the scheduler no longer runs.
+func (s *Shell) roomEnded(r *room) {
+	r.leave(nil)
+	r.oneShot(func(d *drainTracker) { d.gone(r) })
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.rooms[r.id] == r {
+	ours := s.rooms[r.id] == r
+	if ours {
 		delete(s.rooms, r.id)
 		if s.sock != nil {
 			s.sock.Leave("chat_room:" + r.id)
 		}
+	}
+	s.mu.Unlock()
+	if ours {
+		s.roomEvent(r.id, false)
 	}
 }
 
@@ -286,9 +296,18 @@ func (s *Shell) drain(cancelHard context.CancelCauseFunc) {
 		<-done
 	}
 	s.mu.Lock()
+	served := make([]string, 0, len(s.rooms))
+	for id, r := range s.rooms {
+		r.leave(nil)
+		served = append(served, id)
+	}
 	s.rooms = make(map[string]*room)
-	s.sock, s.seen, s.agentStopped, s.oneShot = nil, nil, false, nil
+	s.sock, s.seen, s.agentStopped, s.oneShot, s.sched = nil, nil, false, nil, nil
 	s.mu.Unlock()
+	slices.Sort(served)
+	for _, id := range served {
+		s.roomEvent(id, false)
+	}
 }
 
 func (s *Shell) agentID() string {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/band-once/bandonce/internal/wire"
 )
 
 // deadlineTransport bounds each request (each retry attempt) with a
@@ -40,26 +42,27 @@ func (b *cancelOnClose) Close() error {
 	return err
 }
 
-// requestClients returns the client for REST calls, each bounded by
-// timeout unless the caller's client has a Timeout of its own, and the
-// client for the socket's upgrade, which must not be bounded: the
+// requestClients returns the client for REST calls, each passing the
+// limiter and then bounded by timeout (unless the caller's client has a
+// Timeout of its own, which then bounds the wait for the limiter too), and
+// the client for the socket's upgrade, which must not be bounded: the
 // connection it opens lives on.
-func requestClients(base *http.Client, timeout time.Duration) (rest, socket *http.Client) {
+func requestClients(base *http.Client, timeout time.Duration, limiter *wire.Limiter) (rest, socket *http.Client) {
 	if base == nil {
 		base = &http.Client{}
 	}
 	socket = new(http.Client)
 	*socket = *base
 	socket.Timeout = 0
-	if base.Timeout != 0 {
-		return base, socket
-	}
 	next := base.Transport
 	if next == nil {
 		next = http.DefaultTransport
 	}
+	if base.Timeout == 0 {
+		next = &deadlineTransport{next: next, timeout: timeout}
+	}
 	rest = new(http.Client)
 	*rest = *base
-	rest.Transport = &deadlineTransport{next: next, timeout: timeout}
+	rest.Transport = &wire.LimitedTransport{Next: next, Limiter: limiter}
 	return rest, socket
 }

@@ -1,0 +1,257 @@
+package wire
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Limiter is one request budget for a whole agent: every REST request,
+// from every room, retries included, passes it. It caps the requests in
+// flight, and once Band has throttled the agent (a 429) it paces request
+// starts at a rate it adapts: halved on every 429 (and paused for a
+// Retry-After), raised a little with every request that is not throttled.
+// So a throttled agent slows down as one client, not as many rooms each
+// backing off alone.
+//
+// A request that must wait joins a queue, and while the pace holds every
+// request does. A start that comes free goes, a nanosecond later, to the
+// waiting request with the smallest key (method and path), not to
+// whichever goroutine woke first: so requests that arrive in the same
+// instant are ordered by what they are, and a run in virtual time (the
+// prover's, where timers fire together) replays exactly. In real time the
+// nanosecond is lost in the noise.
+type Limiter struct {
+	maxInFlight int
+	maxPause    time.Duration
+
+	mu        sync.Mutex
+	inFlight  int
+	rate      float64   // starts per second; +Inf until the first 429
+	nextStart time.Time // the earliest start the pacing allows
+	pauseTill time.Time // a Retry-After holds every start until then
+	cutAt     time.Time // the last decrease: 429s of requests started before it are the same congestion
+	waiters   []*waiter
+	seq       uint64      // orders waiters with the same key
+	grantAt   *time.Timer // a pending grant, if any
+	window    [2]startCount
+	throttled int
+}
+
+// waiter is a request waiting for its start.
+type waiter struct {
+	key   string
+	seq   uint64
+	ready chan struct{} // closed when granted
+	start time.Time
+}
+
+type startCount struct {
+	at time.Time // the half second this count began
+	n  int
+}
+
+// Rate bounds: the pace never drops below minRate, and a rate grown past
+// maxRate is no limit at all.
+const (
+	minRate = 1.0
+	maxRate = 10000.0
+	// increase is what the pace gains per second of unthrottled requests
+	// at that pace: additive, so it takes the rate tens of seconds to
+	// double again after a halving.
+	increase = 5.0
+)
+
+// NewLimiter returns a Limiter with at most maxInFlight requests in flight
+// and pauses of at most maxPause for a Retry-After.
+func NewLimiter(maxInFlight int, maxPause time.Duration) *Limiter {
+	return &Limiter{maxInFlight: max(maxInFlight, 1), maxPause: maxPause, rate: math.Inf(1)}
+}
+
+// Rate is the pace in starts per second; +Inf while unthrottled.
+func (l *Limiter) Rate() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rate
+}
+
+// Throttled is how many 429s the limiter has seen.
+func (l *Limiter) Throttled() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.throttled
+}
+
+// acquire waits until the request named key may start, or ctx ends. It
+// returns when the request started.
+func (l *Limiter) acquire(ctx context.Context, key string) (time.Time, error) {
+	l.mu.Lock()
+	now := time.Now()
+	if len(l.waiters) == 0 && math.IsInf(l.rate, 1) && l.mayStartLocked(now) {
+		l.startLocked(now)
+		l.mu.Unlock()
+		return now, nil
+	}
+	l.seq++
+	w := &waiter{key: key, seq: l.seq, ready: make(chan struct{})}
+	l.waiters = append(l.waiters, w)
+	l.armLocked(now)
+	l.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return w.start, nil
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i := slices.Index(l.waiters, w); i >= 0 {
+		l.waiters = slices.Delete(l.waiters, i, i+1)
+		return time.Time{}, context.Cause(ctx)
+	}
+	// Granted as ctx ended: give the start back.
+	l.inFlight--
+	l.armLocked(time.Now())
+	return time.Time{}, context.Cause(ctx)
+}
+
+// mayStartLocked reports whether a request may start at now.
+func (l *Limiter) mayStartLocked(now time.Time) bool {
+	return l.inFlight < l.maxInFlight && !now.Before(l.pauseTill) && !now.Before(l.nextStart)
+}
+
+func (l *Limiter) startLocked(now time.Time) {
+	l.inFlight++
+	if !math.IsInf(l.rate, 1) {
+		l.nextStart = now.Add(time.Duration(float64(time.Second) / l.rate))
+	}
+	l.countStart(now)
+}
+
+// armLocked makes sure a grant runs when the next waiter may start, a
+// nanosecond after, so the grant sees every request that arrived by then.
+// With every start in flight, the next release arms it instead.
+func (l *Limiter) armLocked(now time.Time) {
+	if len(l.waiters) == 0 || l.grantAt != nil || l.inFlight >= l.maxInFlight {
+		return
+	}
+	at := maxTime(now, maxTime(l.pauseTill, l.nextStart))
+	l.grantAt = time.AfterFunc(at.Sub(now)+time.Nanosecond, l.grant)
+}
+
+// grant starts the waiting requests that may start now, smallest key
+// first, then arms for the rest.
+func (l *Limiter) grant() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.grantAt = nil
+	now := time.Now()
+	for len(l.waiters) > 0 && l.mayStartLocked(now) {
+		i := 0
+		for j, w := range l.waiters {
+			if w.key < l.waiters[i].key || (w.key == l.waiters[i].key && w.seq < l.waiters[i].seq) {
+				i = j
+			}
+		}
+		w := l.waiters[i]
+		l.waiters = slices.Delete(l.waiters, i, i+1)
+		l.startLocked(now)
+		w.start = now
+		close(w.ready)
+	}
+	l.armLocked(now)
+}
+
+// release ends a request that started at start, with its answer's status
+// (0 for a transport error) and Retry-After.
+func (l *Limiter) release(start time.Time, status int, retryAfter time.Duration, hasRetryAfter bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inFlight--
+	now := time.Now()
+	switch {
+	case status == http.StatusTooManyRequests:
+		l.throttled++
+		if hasRetryAfter {
+			l.pauseTill = maxTime(l.pauseTill, now.Add(min(retryAfter, l.maxPause)))
+		}
+		if start.Before(l.cutAt) {
+			break // already halved for this congestion
+		}
+		l.rate = max(minRate, min(l.rate, l.startRate(now))/2)
+		l.cutAt = now
+		l.nextStart = maxTime(l.nextStart, now.Add(time.Duration(float64(time.Second)/l.rate)))
+	case status != 0 && !math.IsInf(l.rate, 1):
+		l.rate += increase / l.rate
+		if l.rate > maxRate {
+			l.rate = math.Inf(1)
+		}
+	}
+	if l.grantAt != nil {
+		// The pause or the pace may have moved: arm again for them.
+		l.grantAt.Stop()
+		l.grantAt = nil
+	}
+	l.armLocked(now)
+}
+
+// countStart counts a start in the half-second window.
+func (l *Limiter) countStart(now time.Time) {
+	const half = 500 * time.Millisecond
+	if now.Sub(l.window[1].at) >= half {
+		prev := l.window[1]
+		if now.Sub(prev.at) >= 2*half {
+			prev = startCount{}
+		}
+		l.window = [2]startCount{prev, {at: now}}
+	}
+	l.window[1].n++
+}
+
+// startRate estimates the starts per second of the last second or so.
+func (l *Limiter) startRate(now time.Time) float64 {
+	n := l.window[1].n
+	span := now.Sub(l.window[1].at)
+	if !l.window[0].at.IsZero() {
+		n += l.window[0].n
+		span = now.Sub(l.window[0].at)
+	}
+	span = max(span, 100*time.Millisecond)
+	return float64(n) / span.Seconds()
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// LimitedTransport sends every request through a Limiter.
+type LimitedTransport struct {
+	Next    http.RoundTripper
+	Limiter *Limiter
+}
+
+// RoundTrip waits for the limiter, sends the request and tells the
+// limiter how it was answered.
+func (t *LimitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start, err := t.Limiter.acquire(req.Context(), req.Method+" "+req.URL.Path)
+	if err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	resp, err := t.Next.RoundTrip(req)
+	if err != nil {
+		t.Limiter.release(start, 0, 0, false)
+		return nil, err
+	}
+	ra, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	t.Limiter.release(start, resp.StatusCode, ra, ok)
+	return resp, nil
+}

@@ -1,0 +1,248 @@
+package bandonce
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+)
+
+// scheduler runs the rooms' rounds on a fixed pool of MaxConcurrentRooms
+// workers. A room that waits costs no goroutine: it sits in a heap until
+// its next look is due, or until a push wakes it. The looks that only
+// guard against a lost push (resyncs, polls without a socket, a stopped
+// room's periodic probe) share one idle budget, at most one every
+// IdleRequestInterval for the whole shell, the room longest due first; so
+// an agent in ten thousand quiet rooms stays quiet.
+//
+// One goroutine, the dispatcher, owns every room's place in the queues;
+// wake is the only way in from outside and never blocks.
+type scheduler struct {
+	s         *Shell
+	workers   int
+	idleEvery time.Duration
+
+	mu    sync.Mutex
+	woken []*room       // wake-ups for the dispatcher to take in
+	kick  chan struct{} // buffered(1): woken has something
+
+	work    chan *room     // dispatcher to workers
+	results chan roundDone // workers to dispatcher
+
+	// The dispatcher's own.
+	ready    []*room   // FIFO of rooms to run now
+	timers   roomQueue // rooms waiting for their due time
+	idle     roomQueue // rooms whose budgeted look is due, waiting for the budget
+	nextIdle time.Time // when the idle budget allows the next look
+	busy     int       // workers running a round
+}
+
+// Where a room is in the scheduler.
+type schedState int
+
+const (
+	schedNew     schedState = iota // added, not taken in yet
+	schedReady                     // in ready
+	schedRunning                   // a worker runs its round
+	schedWaiting                   // in timers
+	schedIdle                      // in idle
+	schedDone                      // left the scheduler for good
+)
+
+// roomSched is a room's place in the scheduler, owned by the dispatcher.
+type roomSched struct {
+	state    schedState
+	due      time.Time
+	budgeted bool // the look that is due only guards against a lost push
+	rewake   bool // woken while running: look again at once
+	index    int  // in timers or idle
+}
+
+// roundDone is how a room's round ended and what it asks for next.
+type roundDone struct {
+	r        *room
+	gone     bool          // the room is no longer served
+	again    bool          // look again at once
+	wait     time.Duration // otherwise: the next look after this long
+	budgeted bool          // and that look only guards against a lost push
+}
+
+func newScheduler(s *Shell) *scheduler {
+	return &scheduler{
+		s: s, workers: s.cfg.MaxConcurrentRooms, idleEvery: s.cfg.IdleRequestInterval,
+		kick:    make(chan struct{}, 1),
+		work:    make(chan *room),
+		results: make(chan roundDone, s.cfg.MaxConcurrentRooms),
+	}
+}
+
+// wake asks for a look at the room now (a new room, a push, a play, a
+// leave). It never blocks.
+func (q *scheduler) wake(r *room) {
+	q.mu.Lock()
+	q.woken = append(q.woken, r)
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run starts the workers and dispatches until fetch ends; it returns once
+// every worker has finished its round. hard bounds the handlers.
+func (q *scheduler) run(fetch, hard context.Context) {
+	var workers sync.WaitGroup
+	for range q.workers {
+		workers.Go(func() {
+			for {
+				select {
+				case r := <-q.work:
+					q.results <- r.turn(hard)
+				case <-fetch.Done():
+					return
+				}
+			}
+		})
+	}
+	q.dispatch(fetch)
+	workers.Wait()
+}
+
+func (q *scheduler) dispatch(fetch context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		q.takeIn()
+		now := time.Now()
+		for len(q.timers) > 0 && !now.Before(q.timers[0].sched.due) {
+			r := heap.Pop(&q.timers).(*room)
+			if r.sched.budgeted {
+				q.toIdle(r)
+			} else {
+				q.toReady(r)
+			}
+		}
+		if len(q.idle) > 0 && !now.Before(q.nextIdle) {
+			r := heap.Pop(&q.idle).(*room)
+			q.toReady(r)
+			q.nextIdle = now.Add(q.idleEvery)
+		}
+
+		var work chan *room
+		var head *room
+		if len(q.ready) > 0 && q.busy < q.workers {
+			work, head = q.work, q.ready[0]
+		}
+		if next, ok := q.nextDue(); ok {
+			timer.Reset(max(next.Sub(now), 0))
+		} else {
+			timer.Reset(time.Hour)
+		}
+		select {
+		case work <- head:
+			q.ready[0] = nil
+			q.ready = q.ready[1:]
+			head.sched.state = schedRunning
+			q.busy++
+		case done := <-q.results:
+			q.busy--
+			q.settle(done, now)
+		case <-q.kick:
+		case <-timer.C:
+		case <-fetch.Done():
+			return
+		}
+	}
+}
+
+// nextDue is when the dispatcher must look at its queues again.
+func (q *scheduler) nextDue() (time.Time, bool) {
+	var next time.Time
+	ok := false
+	if len(q.timers) > 0 {
+		next, ok = q.timers[0].sched.due, true
+	}
+	if len(q.idle) > 0 && (!ok || q.nextIdle.Before(next)) {
+		next, ok = q.nextIdle, true
+	}
+	return next, ok
+}
+
+// takeIn moves the woken rooms to the ready queue, or marks a running one
+// to run again.
+func (q *scheduler) takeIn() {
+	q.mu.Lock()
+	woken := q.woken
+	q.woken = nil
+	q.mu.Unlock()
+	for _, r := range woken {
+		switch r.sched.state {
+		case schedRunning:
+			r.sched.rewake = true
+		case schedWaiting:
+			heap.Remove(&q.timers, r.sched.index)
+			q.toReady(r)
+		case schedIdle:
+			heap.Remove(&q.idle, r.sched.index)
+			q.toReady(r)
+		case schedNew:
+			q.toReady(r)
+		}
+	}
+}
+
+// settle places a room after its round.
+func (q *scheduler) settle(d roundDone, now time.Time) {
+	r := d.r
+	rewake := r.sched.rewake
+	r.sched.rewake = false
+	switch {
+	case d.gone:
+		r.sched.state = schedDone
+		q.s.roomEnded(r)
+	case d.again || rewake:
+		q.toReady(r)
+	default:
+		r.sched.state, r.sched.due, r.sched.budgeted = schedWaiting, now.Add(d.wait), d.budgeted
+		heap.Push(&q.timers, r)
+	}
+}
+
+func (q *scheduler) toReady(r *room) {
+	r.sched.state = schedReady
+	q.ready = append(q.ready, r)
+}
+
+func (q *scheduler) toIdle(r *room) {
+	r.sched.state = schedIdle
+	heap.Push(&q.idle, r)
+}
+
+// roomQueue is a heap of rooms by due time, then id: a tie never depends
+// on the order in which rounds happened to end.
+type roomQueue []*room
+
+func (h roomQueue) Len() int { return len(h) }
+func (h roomQueue) Less(i, j int) bool {
+	if a, b := h[i].sched.due, h[j].sched.due; !a.Equal(b) {
+		return a.Before(b)
+	}
+	return h[i].id < h[j].id
+}
+func (h roomQueue) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].sched.index, h[j].sched.index = i, j
+}
+func (h *roomQueue) Push(x any) {
+	r := x.(*room)
+	r.sched.index = len(*h)
+	*h = append(*h, r)
+}
+func (h *roomQueue) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	r.sched.index = -1
+	return r
+}
