@@ -36,7 +36,8 @@ type Request struct {
 	Attempt int
 	// Status is the HTTP status, or 0 when no response came.
 	Status int
-	// Took is how long the attempt took, until the response's headers.
+	// Took is how long the attempt took, until the response's headers,
+	// including any wait for the shell's request budget.
 	Took time.Duration
 	// Err is why no response came (a connection error, a timeout, the
 	// context ending); nil when Status is set.
