@@ -2,7 +2,6 @@ package boltledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/band-once/bandonce"
@@ -42,5 +41,5 @@ func (e *agentMismatch) Error() string {
 
 // Is matches this package's sentinel and the shell's.
 func (e *agentMismatch) Is(target error) bool {
-	return errors.Is(ErrAgentMismatch, target) || errors.Is(bandonce.ErrAgentMismatch, target)
+	return target == ErrAgentMismatch || target == bandonce.ErrAgentMismatch
 }

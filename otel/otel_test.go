@@ -132,8 +132,6 @@ func (w *world) config(h bandonce.Handler) bandonce.Config {
 	}
 }
 
-type userSpanKey struct{}
-
 // One run with every kind of event: replies, a 429 and its retry, a lost
 // post the guard finds, an interrupt, a shutdown mid-handler. The metrics
 // count each; the spans nest as a trace viewer shows them.
