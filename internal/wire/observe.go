@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
 )
 
 // Try is one attempt of a request, as RetryOptions.Observe sees it.
@@ -30,4 +32,14 @@ func (d *retryDoer) observe(ctx context.Context, endpoint string, attempt int, b
 		t.Status = resp.StatusCode
 	}
 	d.opts.Observe(ctx, t)
+}
+
+// tryClock times the try in flight of one retried call.
+type tryClock struct {
+	began time.Time
+	try   int // from 1
+}
+
+func (c *tryClock) start(_ retryablehttp.Logger, _ *http.Request, n int) {
+	c.began, c.try = time.Now(), n+1
 }

@@ -98,17 +98,15 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 	// One retryablehttp.Client per call: its hooks then close over this
 	// request's last failure, which the retry log line reports.
 	var lastCause any
-	var began time.Time // of the try in flight
-	var try int
+	var clock *tryClock // set when tries are observed
 	rc := &retryablehttp.Client{
 		HTTPClient: d.hc,
 		Logger:     nil, // its own logger would write to stderr
 		RetryMax:   d.opts.MaxAttempts - 1,
-		RequestLogHook: func(_ retryablehttp.Logger, _ *http.Request, n int) {
-			began, try = time.Now(), n+1
-		},
 		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
-			d.observe(ctx, endpoint, try, began, resp, err)
+			if clock != nil {
+				d.observe(ctx, endpoint, clock.try, clock.began, resp, err)
+			}
 			if ctx.Err() != nil {
 				return false, nil
 			}
@@ -135,6 +133,10 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 			return wait
 		},
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+	}
+	if d.opts.Observe != nil {
+		clock = &tryClock{}
+		rc.RequestLogHook = clock.start
 	}
 	resp, err := rc.Do(rreq)
 	if err != nil {
