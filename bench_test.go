@@ -3,7 +3,9 @@ package bandonce_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -99,4 +101,51 @@ func benchmarkMessages(b *testing.B, h bandonce.Handler, ledger func(*fakeband.A
 	}
 	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/msg")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+}
+
+// BenchmarkIdleRoom measures what an idle room costs the shell: b.N rooms
+// of the in-memory fake, each looked at once and then idle with the
+// socket up, and the heap the running shell holds for them (live bytes
+// after a collection, less those held before the shell started) per
+// room. No goroutine is left to an idle room.
+func BenchmarkIdleRoom(b *testing.B) {
+	band := fakeband.New(fakeband.Options{Seed: 1})
+	defer band.Close()
+	agent, human := band.AddAgent("bench"), band.AddHuman("ada")
+	for i := range b.N {
+		band.AddRoom(fmt.Sprint("room ", i), human, agent.ID)
+	}
+	before := liveHeap()
+	goroutines := runtime.NumGoroutine()
+	shell, err := bandonce.New(bandonce.Config{
+		APIKey: agent.Key, Handler: echo, Logger: slog.New(slog.DiscardHandler),
+		BaseURL: band.BaseURL(), SocketURL: band.SocketURL(), HTTPClient: band.HTTPClient(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	b.ResetTimer()
+	go func() { done <- shell.Run(ctx) }()
+	for band.Requests()[fakeband.EndpointNext] < b.N {
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
+	time.Sleep(50 * time.Millisecond) // the last rounds settle into the heap
+	held := liveHeap() - before
+	extra := runtime.NumGoroutine() - goroutines
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(held)/float64(b.N), "B/idle-room")
+	b.ReportMetric(float64(extra), "goroutines")
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

@@ -343,7 +343,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.Logger = keyguard.Logger(s.Logger, s.apiKey)
 	s.Hooks = s.Hooks.scrubbed(s.apiKey)
 	s.limiter = wire.NewLimiter(s.MaxRequestsInFlight, s.Retry.MaxRetryAfter)
-	s.HTTPClient, s.socketClient = requestClients(c.HTTPClient, s.RequestTimeout, s.limiter)
+	s.HTTPClient, s.socketClient = wire.RequestClients(c.HTTPClient, s.RequestTimeout, s.limiter)
 	if c.SocketURL != "" {
 		u, err := url.Parse(c.SocketURL)
 		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {

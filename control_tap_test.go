@@ -38,6 +38,9 @@ type tap struct {
 	// shell's agent_control join has been passed on, before any other
 	// frame from Band: a push it makes lands while the shell connects.
 	onControlJoined func()
+	// beforeJoin runs on the relay before a join of the shell's is passed
+	// on to Band: what happens meanwhile happens before Band joins it.
+	beforeJoin func(topic string)
 }
 
 // tapKey names one request class in one room ("next", "processing",
@@ -189,7 +192,11 @@ func (tp *tap) pumpToBand(ctx context.Context, toShell, toBand *websocket.Conn, 
 			if strings.HasPrefix(f.Topic, "agent_control:") {
 				rl.controlRef = f.JoinRef
 			}
+			hook := tp.beforeJoin
 			tp.mu.Unlock()
+			if hook != nil {
+				hook(f.Topic)
+			}
 		}
 		if toBand.Write(ctx, typ, data) != nil {
 			return

@@ -226,6 +226,17 @@ func (c *roomControl) setStopped(now time.Time) {
 	}
 }
 
+// signalled returns the signal that reached the cycle, before its commit
+// or after it, if any did.
+func (c *roomControl) signalled(cy *cycle) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cy.abort != nil {
+		return cy.abort
+	}
+	return cy.late
+}
+
 // abortedBy reports whether cause aborted the cycle.
 func (c *roomControl) abortedBy(cy *cycle, cause error) bool {
 	c.mu.Lock()

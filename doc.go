@@ -91,6 +91,26 @@
 // the handler would run. Once the reply POST has been sent, a signal no
 // longer retracts it. Control aborts never count against MaxAttempts.
 //
+// # Turns with many effects
+//
+// A handler that acts as it goes (an LLM tool loop) produces more than
+// one reply, and each of its effects gets the reply's guarantee:
+//
+//   - [Message.Send] posts a message at once, and [Message.Event] posts a
+//     thought, tool_call, tool_result, error, task or attention event. Each
+//     has its own dedup key (given, or derived from the message id and its
+//     place in the turn) and goes through the reply's guard.
+//   - [Message.Step] runs a side effect outside Band at most once per
+//     message and step name as far as the [Ledger] knows, and hands it an
+//     idempotency key that is the same at every delivery.
+//   - The room tools ([Message.Participants], [Message.AddParticipant],
+//     [Message.CreateRoom], ...) and package band's client, usable outside
+//     a handler, reach the rest of Band's agent API.
+//
+// After an interrupt or a stop reached the room, an effect sends nothing
+// and returns the cause. See docs/turns.md for what a crash can still
+// repeat with a forgetful ledger.
+//
 // # Logs, hooks and telemetry
 //
 // The shell logs to Config.Logger, slog.Default() when nil: a line at start

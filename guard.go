@@ -22,10 +22,11 @@ type guardIndex struct {
 	resume string
 }
 
-// contains reports whether the agent has posted a reply with key in the
-// room, reading every page of /context it has not read yet. Only exact
-// markers on the agent's own posts count: a human quoting a marker, or a
-// key that merely contains this one, is not a match.
+// contains reports whether the agent has sent a message or event with key
+// in the room, reading every page of /context it has not read yet. Only
+// the agent's own items count, and only an exact key: a message's marker
+// line, or an event's metadata member. A human quoting a marker, or a key
+// that merely contains this one, is not a match.
 func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self, key string) (bool, error) {
 	if g.keys[key] {
 		return true, nil
@@ -41,6 +42,9 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 				continue
 			}
 			if k, ok := core.ParseMarker(item.Content); ok {
+				g.add(k)
+			}
+			if k, ok := item.Metadata[core.MetadataKey].(string); ok && core.ValidateKey(k) == nil {
 				g.add(k)
 			}
 		}
@@ -64,28 +68,4 @@ func (g *guardIndex) add(key string) {
 		g.keys = make(map[string]bool)
 	}
 	g.keys[key] = true
-}
-
-// loadRoomContext reads a room's whole context, oldest first, for a
-// handler that asked for it.
-func loadRoomContext(ctx context.Context, api *wire.Client, room string) ([]ContextItem, error) {
-	var items []ContextItem
-	cursor := ""
-	for {
-		page, err := api.Context(ctx, room, cursor, contextPageSize)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range page.Items {
-			items = append(items, ContextItem{
-				ID: m.ID, Content: m.Content, MessageType: m.MessageType,
-				SenderID: m.SenderID, SenderType: m.SenderType, SenderName: m.SenderName,
-				InsertedAt: m.InsertedAt,
-			})
-		}
-		if !page.HasMore || page.NextCursor == "" {
-			return items, nil
-		}
-		cursor = page.NextCursor
-	}
 }

@@ -131,11 +131,11 @@ func (r *room) settled(o Outcome) {
 }
 
 // runHandler calls the Handler between the handler hooks.
-func (r *room) runHandler(ctx context.Context, m *wire.Message, attempt int) (*Reply, error) {
-	r.delivery.Attempt = attempt
+func (r *room) runHandler(ctx context.Context, m *wire.Message, t *turn) (*Reply, error) {
+	r.delivery.Attempt = t.attempt
 	h := r.s.cfg.Hooks
 	if h.HandlerStart == nil && h.HandlerEnd == nil {
-		return r.callHandler(ctx, m, attempt)
+		return r.callHandler(ctx, m, t)
 	}
 	d := r.delivery
 	if h.HandlerStart != nil {
@@ -144,7 +144,7 @@ func (r *room) runHandler(ctx context.Context, m *wire.Message, attempt int) (*R
 		}
 	}
 	began := time.Now()
-	reply, err := r.callHandler(ctx, m, attempt)
+	reply, err := r.callHandler(ctx, m, t)
 	if h.HandlerEnd != nil {
 		h.HandlerEnd(ctx, d, time.Since(began), err)
 	}

@@ -1,6 +1,7 @@
 package bandonce
 
 import (
+	"bytes"
 	"context"
 	"sync"
 )
@@ -52,6 +53,16 @@ type Ledger interface {
 	AckPending(ctx context.Context, room, messageID string) (bool, error)
 	// SetAckPending records (pending true) or clears (false) that state.
 	SetAckPending(ctx context.Context, room, messageID string, pending bool) error
+	// Step returns the result a journaled step (Message.Step) recorded
+	// for a message, and whether one is recorded. A recorded empty result
+	// is ok with a nil or empty slice.
+	Step(ctx context.Context, room, messageID, name string) (result []byte, ok bool, err error)
+	// SetStep records a step's result. The record must be durable, if the
+	// ledger is, before SetStep returns: the shell returns the result to
+	// the handler only after that, and a later delivery of the message
+	// returns the record instead of running the step again. The ledger
+	// must not keep a reference to result.
+	SetStep(ctx context.Context, room, messageID, name string, result []byte) error
 	// Durable reports whether records survive a crash of the process. A
 	// durable ledger's KeyUnknown means this agent never tried to post
 	// the key, which lets the shell skip the room read.
@@ -59,11 +70,14 @@ type Ledger interface {
 }
 
 // MemoryLedger is the default Ledger: in memory, lost with the process.
-// It keeps at most its cap of settled keys per room, evicting the oldest;
-// forgetting a key only costs a room read on a later redelivery.
-// Ack-pending records are never evicted. The zero value is ready to use.
+// It keeps at most its cap of keys and of step results per room, evicting
+// the oldest; forgetting a key only costs a room read on a later
+// redelivery, and forgetting a step runs it again, with the same
+// idempotency key. Ack-pending records are never evicted. The zero value
+// is ready to use.
 type MemoryLedger struct {
-	// MaxKeysPerRoom bounds the keys kept per room. Zero means 10000.
+	// MaxKeysPerRoom bounds the keys, and separately the step results,
+	// kept per room. Zero means 10000.
 	MaxKeysPerRoom int
 
 	mu    sync.Mutex
@@ -71,10 +85,15 @@ type MemoryLedger struct {
 }
 
 type memoryRoom struct {
-	keys  map[string]KeyState
-	order []string // insertion order of keys, for eviction
-	acks  map[string]bool
+	keys      map[string]KeyState
+	order     []string // insertion order of keys, for eviction
+	acks      map[string]bool
+	steps     map[stepID][]byte
+	stepOrder []stepID // insertion order of steps, for eviction
 }
+
+// stepID names one journaled step of one message.
+type stepID struct{ message, name string }
 
 // NewMemoryLedger returns an empty MemoryLedger.
 func NewMemoryLedger() *MemoryLedger { return &MemoryLedger{} }
@@ -85,7 +104,7 @@ func (l *MemoryLedger) room(id string) *memoryRoom {
 	}
 	r := l.rooms[id]
 	if r == nil {
-		r = &memoryRoom{keys: make(map[string]KeyState), acks: make(map[string]bool)}
+		r = &memoryRoom{keys: make(map[string]KeyState), acks: make(map[string]bool), steps: make(map[stepID][]byte)}
 		l.rooms[id] = r
 	}
 	return r
@@ -107,15 +126,18 @@ func (l *MemoryLedger) SetKey(_ context.Context, room, key string, state KeyStat
 		r.order = append(r.order, key)
 	}
 	r.keys[key] = state
-	limit := l.MaxKeysPerRoom
-	if limit <= 0 {
-		limit = 10000
-	}
-	for len(r.order) > limit {
+	for len(r.order) > l.limit() {
 		delete(r.keys, r.order[0])
 		r.order = r.order[1:]
 	}
 	return nil
+}
+
+func (l *MemoryLedger) limit() int {
+	if l.MaxKeysPerRoom <= 0 {
+		return 10000
+	}
+	return l.MaxKeysPerRoom
 }
 
 // AckPending implements Ledger.
@@ -133,6 +155,31 @@ func (l *MemoryLedger) SetAckPending(_ context.Context, room, messageID string, 
 		l.room(room).acks[messageID] = true
 	} else {
 		delete(l.room(room).acks, messageID)
+	}
+	return nil
+}
+
+// Step implements Ledger.
+func (l *MemoryLedger) Step(_ context.Context, room, messageID, name string) ([]byte, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	result, ok := l.room(room).steps[stepID{messageID, name}]
+	return bytes.Clone(result), ok, nil
+}
+
+// SetStep implements Ledger.
+func (l *MemoryLedger) SetStep(_ context.Context, room, messageID, name string, result []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.room(room)
+	id := stepID{messageID, name}
+	if _, seen := r.steps[id]; !seen {
+		r.stepOrder = append(r.stepOrder, id)
+	}
+	r.steps[id] = bytes.Clone(result)
+	for len(r.stepOrder) > l.limit() {
+		delete(r.steps, r.stepOrder[0])
+		r.stepOrder = r.stepOrder[1:]
 	}
 	return nil
 }

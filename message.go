@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/band-once/bandonce/band"
 )
 
 // Handler does the work for one message. It returns the reply to post, or
@@ -37,6 +39,7 @@ type Message struct {
 	// InsertedAt is when Band stored the message; zero if it did not say.
 	InsertedAt time.Time
 
+	turn        *turn // the handler call this message was given to
 	loadContext func(context.Context) ([]ContextItem, error)
 	ctxOnce     sync.Mutex
 	ctxItems    []ContextItem
@@ -44,22 +47,17 @@ type Message struct {
 }
 
 // ContextItem is one entry of a room's context as the agent sees it: its
-// own messages and the text messages that mention it, oldest first.
-type ContextItem struct {
-	ID          string
-	Content     string
-	MessageType string
-	SenderID    string
-	SenderType  string
-	SenderName  string
-	InsertedAt  time.Time
-}
+// own messages and events, and the text messages that mention it.
+type ContextItem = band.ContextItem
 
-// Reply is what a Handler asks the shell to post.
+// Reply is a message the shell posts: the one a Handler returns, or one
+// it sends with Message.Send.
 type Reply struct {
 	// Content is the text to post. It must not be blank.
 	Content string
-	// Mentions are the participant ids the reply mentions. Band requires at
+	// Mentions are the participants the reply mentions: participant ids,
+	// or handles written with a leading "@" ("@ada", "@owner/agent-slug"),
+	// which Band resolves among the room's participants. Band requires at
 	// least one, each a participant of the room other than the agent.
 	Mentions []string
 	// DedupKey is the natural key of the unit of work. The shell posts a
@@ -75,8 +73,8 @@ func DefaultKey(messageID string) string { return "msg:" + messageID }
 // whitespace after it, removed, then trimmed.
 func (m *Message) Body() string { return StripMentions(m.Content) }
 
-// RoomContext returns the room's context (the agent's own messages and the
-// text messages that mention it, oldest first). It is read from Band on the
+// RoomContext returns the room's context (the agent's own messages and
+// events, and the text messages that mention it, oldest first). It is read from Band on the
 // first call only; a handler that never calls it costs no request.
 func (m *Message) RoomContext(ctx context.Context) ([]ContextItem, error) {
 	m.ctxOnce.Lock()

@@ -5,112 +5,216 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/band-once/bandonce/internal/core"
 	"github.com/band-once/bandonce/internal/wire"
 )
 
-// post guards the reply and posts it at most once, then marks the message
-// processed. The POST itself is never re-sent blind: after an ambiguous
-// outcome (a timeout, a reset, a 5xx) the room is read again and the reply
-// posted only if it is still absent.
+// post guards the handler's final reply and posts it at most once, then
+// marks the message processed. Its signal gate commits the message's fate:
+// from the first POST on, a signal no longer retracts the reply, unless
+// the POST provably did not land and would be sent again.
 func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int, rep *Reply) step {
 	key, isDefault := rep.DedupKey, rep.DedupKey == ""
 	if isDefault {
 		key = DefaultKey(m.ID)
 	}
-	ledger := r.s.cfg.Ledger
-	state, err := ledger.Key(ctx, r.id, key)
-	if err != nil {
-		r.s.log.Error("bandonce: ledger read failed", "room", r.id, "key", key, "err", err)
-		r.unsent[m.ID] = rep
-		return stepBackoff
+	dup, f := r.send(ctx, attempt, effect{key: key, defaultKey: isDefault, reply: rep}, func(again bool) error {
+		cause := r.ctl.commit(cy)
+		if again && cause == nil {
+			// The reply is not in the room: posting it again would be
+			// new output, which a signal since the commit forbids.
+			cause = r.ctl.lateSignal(cy)
+		}
+		return cause
+	})
+	switch {
+	case f == nil && dup:
+		if cause := r.ctl.commit(cy); cause != nil {
+			return r.aborted(ctx, m, attempt, cause)
+		}
+		return r.ack(ctx, m, attempt, Outcome{Kind: DuplicateDropped, DedupKey: key})
+	case f == nil:
+		return r.ack(ctx, m, attempt, Outcome{Kind: Replied, DedupKey: key})
 	}
-	facts := core.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Attempt: attempt, DefaultKey: isDefault}
+	if cause := r.ctl.signalled(cy); cause != nil && f.kind != failAborted {
+		// A signal reached the cycle while the send failed (a guard read
+		// given up on, an unknown outcome left unresolved): it decides,
+		// or a later delivery would send what the signal withdrew.
+		return r.aborted(ctx, m, attempt, cause)
+	}
+	if f.keep {
+		// Nothing was sent, or the outcome is unknown: the next delivery
+		// guards and posts this reply without running the handler again.
+		r.unsent[m.ID] = rep
+	}
+	switch f.kind {
+	case failAborted:
+		return r.aborted(ctx, m, attempt, f.err)
+	case failLater:
+		return stepBackoff
+	case failStopped:
+		r.s.emit(Outcome{Kind: Stopped, RoomID: r.id, MessageID: m.ID, Attempt: attempt, DedupKey: key})
+		return stepStopped
+	case failRefused:
+		r.charge(m.ID, f.err)
+		return r.deadLetter(ctx, m, f.err)
+	case failWait:
+		return stepIdle
+	default:
+		return r.failed(f.call, f.err)
+	}
+}
+
+// effect is one output of a turn that Band has no idempotency key for: a
+// text message or an event. Its dedup key travels with it (a message's
+// last line, an event's metadata), where the guard can find it again.
+type effect struct {
+	key string
+	// defaultKey: the key is derived from the message id, so no other
+	// message can have sent it.
+	defaultKey bool
+	reply      *Reply // a text message, or
+	event      *Event // an event
+}
+
+func (e effect) call() string {
+	if e.event != nil {
+		return "POST events"
+	}
+	return "POST messages"
+}
+
+// sendFailure says why an effect was not sent, or may not have been.
+type sendFailure struct {
+	kind failKind
+	// keep: nothing was sent, or the outcome is unknown, and sending the
+	// same effect again later, behind the guard, is right.
+	keep bool
+	call string // the call that failed, for the room's logs and backoff
+	err  error
+}
+
+type failKind int
+
+const (
+	failAborted failKind = iota + 1 // a signal forbids it; err is the cause
+	failLater                       // the ledger failed, or Band's plan limit: nothing sent
+	failStopped                     // Band refused it: the agent is stopped in the room
+	failRefused                     // Band refused it for good; err is Permanent
+	failCall                        // a request failed (the guard's read, 404, 401, ...)
+	failWait                        // ctx ended while waiting to re-check an unknown outcome
+)
+
+// send guards one effect and sends it at most once: the ledger first, the
+// room read only when it can find something, and never a blind re-POST.
+// After an ambiguous outcome (a timeout, a reset, a 5xx) the room is read
+// again and the effect sent only if it is still absent. gate is asked
+// before every POST, again true when a POST went before it, and returns
+// the signal that forbids sending. dup reports an effect already in the
+// room, which is not sent again.
+func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again bool) error) (dup bool, f *sendFailure) {
+	ledger := r.s.cfg.Ledger
+	state, err := ledger.Key(ctx, r.id, e.key)
+	if err != nil {
+		r.s.log.Error("bandonce: ledger read failed", "room", r.id, "key", e.key, "err", err)
+		return false, &sendFailure{kind: failLater, keep: true, err: err}
+	}
+	facts := core.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Attempt: attempt, DefaultKey: e.defaultKey}
 	for try := 0; ; try++ {
 		switch core.Guard(facts) {
 		case core.DropDuplicate:
-			if cause := r.ctl.commit(cy); cause != nil {
-				return r.aborted(ctx, m, attempt, cause)
-			}
 			if !state.Settled() {
-				r.setKey(ctx, key, KeyDuplicateDropped)
+				r.setKey(ctx, e.key, KeyDuplicateDropped)
 			}
-			r.s.log.Info("bandonce: reply already in the room; not posting it again", "room", r.id, "message", m.ID, "key", key)
-			return r.ack(ctx, m, attempt, Outcome{Kind: DuplicateDropped, DedupKey: key})
+			r.s.log.Info("bandonce: already in the room; not sending it again", "room", r.id, "key", e.key)
+			return true, nil
 		case core.ReadRoom:
-			found, err := r.guard.contains(ctx, r.s.api, r.id, r.s.agentID(), key)
+			found, err := r.guard.contains(ctx, r.s.api, r.id, r.s.agentID(), e.key)
 			r.guardRead(ctx, found, err)
 			if err != nil {
-				r.unsent[m.ID] = rep
-				return r.failed("GET context", err)
+				return false, &sendFailure{kind: failCall, keep: true, call: "GET context", err: err}
 			}
 			if found {
 				facts.Ledger = core.Settled
 				continue
 			}
 		}
-		cause := r.ctl.commit(cy)
-		if try > 0 && cause == nil {
-			// The reply is not in the room: posting it again would be
-			// new output, which a signal since the commit forbids.
-			cause = r.ctl.lateSignal(cy)
+		if cause := gate(try > 0); cause != nil {
+			return false, &sendFailure{kind: failAborted, err: cause}
 		}
-		if cause != nil {
-			return r.aborted(ctx, m, attempt, cause)
-		}
-		if err := ledger.SetKey(ctx, r.id, key, KeyIntent); err != nil {
-			// Without the intent on record a crash could hide this post
+		if err := ledger.SetKey(ctx, r.id, e.key, KeyIntent); err != nil {
+			// Without the intent on record a crash could hide this send
 			// from a durable ledger: do not send it.
-			r.s.log.Error("bandonce: ledger write failed; not posting", "room", r.id, "key", key, "err", err)
-			r.unsent[m.ID] = rep
-			return stepBackoff
+			r.s.log.Error("bandonce: ledger write failed; not sending", "room", r.id, "key", e.key, "err", err)
+			return false, &sendFailure{kind: failLater, keep: true, err: err}
 		}
-		_, err := r.s.api.Post(ctx, r.id, core.AppendMarker(rep.Content, key), mentions(rep.Mentions))
+		// The POST may wait for the shell's request budget: a signal that
+		// arrives meanwhile still withdraws it, up to the moment it leaves.
+		err := r.post1(wire.WithStartCheck(ctx, func() error { return gate(true) }), e)
+		var notSent *wire.NotSentError
+		if errors.As(err, &notSent) {
+			return false, &sendFailure{kind: failAborted, err: notSent.Err}
+		}
 		if err == nil {
-			r.guard.add(key)
-			r.setKey(ctx, key, KeyAccepted)
-			return r.ack(ctx, m, attempt, Outcome{Kind: Replied, DedupKey: key})
+			r.guard.add(e.key)
+			r.setKey(ctx, e.key, KeyAccepted)
+			return false, nil
 		}
 		var apiErr *APIError
 		isAPI := errors.As(err, &apiErr)
 		switch {
 		case isAPI && apiErr.Status == http.StatusForbidden && apiErr.Code == "limit_reached":
-			// The plan's quota, not a stop: keep the reply and try again
-			// after the room's backoff; the guard runs again first.
-			r.s.log.Warn("bandonce: Band refused the reply: plan limit reached; will retry", "room", r.id, "message", m.ID, "err", err)
-			r.unsent[m.ID] = rep
-			return stepBackoff
+			// The plan's quota, not a stop: send it again after a
+			// backoff; the guard runs again first.
+			r.s.log.Warn("bandonce: Band refused a send: plan limit reached; will retry", "room", r.id, "key", e.key, "err", err)
+			return false, &sendFailure{kind: failLater, keep: true, call: e.call(), err: err}
 		case isAPI && apiErr.Status == http.StatusForbidden:
 			// Band refuses posts from an agent stopped in this room: the
 			// stop's push may be late or lost, but the gate is the truth.
-			r.s.log.Info("bandonce: Band refused the reply (stopped); leaving the message for replay", "room", r.id, "message", m.ID)
+			r.s.log.Info("bandonce: Band refused a send (stopped); leaving the message for replay", "room", r.id, "key", e.key)
 			r.ctl.stop()
-			r.s.emit(Outcome{Kind: Stopped, RoomID: r.id, MessageID: m.ID, Attempt: attempt, DedupKey: key})
-			return stepStopped
+			return false, &sendFailure{kind: failStopped, call: e.call(), err: fmt.Errorf("%w: %w", ErrStopped, err)}
 		case isAPI && (apiErr.Status == http.StatusNotFound || apiErr.Status == http.StatusUnauthorized):
-			return r.failed("POST messages", err)
+			return false, &sendFailure{kind: failCall, call: e.call(), err: err}
 		case isAPI && !apiErr.Transient():
-			refused := Permanent(fmt.Errorf("reply refused by Band: %w", err))
-			r.charge(m.ID, refused)
-			return r.deadLetter(ctx, m, refused)
+			return false, &sendFailure{kind: failRefused, call: e.call(), err: Permanent(fmt.Errorf("refused by Band: %w", err))}
 		case ctx.Err() != nil:
-			return r.failed("POST messages", err)
+			return false, &sendFailure{kind: failCall, call: e.call(), err: err}
 		}
-		// Ambiguous: the post may have landed. Only a fresh read of the
-		// room can tell, so the next pass reads before posting again.
+		// Ambiguous: it may have landed. Only a fresh read of the room
+		// can tell, so the next pass reads before sending again.
 		facts.Ledger = core.Intent
 		if try+1 >= r.s.cfg.Retry.MaxAttempts {
-			r.unsent[m.ID] = rep
-			return r.failed("POST messages", err)
+			return false, &sendFailure{kind: failCall, keep: true, call: e.call(), err: err}
 		}
 		wait := r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, try)
-		r.s.log.Warn("bandonce: reply post outcome unknown; re-checking the room before any retry", "room", r.id, "message", m.ID, "err", err, "wait", wait)
+		r.s.log.Warn("bandonce: send outcome unknown; re-checking the room before any retry", "room", r.id, "key", e.key, "err", err, "wait", wait)
 		if err := sleep(ctx, wait); err != nil {
-			r.unsent[m.ID] = rep
-			return stepIdle
+			return false, &sendFailure{kind: failWait, keep: true, err: err}
 		}
 	}
+}
+
+// post1 makes the one POST of an effect, its key attached.
+func (r *room) post1(ctx context.Context, e effect) error {
+	if e.event != nil {
+		_, err := r.s.api.Event(ctx, r.id, string(e.event.Type), e.event.Content, withKey(e.event.Metadata, e.key))
+		return err
+	}
+	_, err := r.s.api.Post(ctx, r.id, core.AppendMarker(e.reply.Content, e.key), mentions(e.reply.Mentions))
+	return err
+}
+
+// withKey returns a copy of an event's metadata with the dedup key added.
+func withKey(metadata map[string]any, key string) map[string]any {
+	out := make(map[string]any, len(metadata)+1)
+	for k, v := range metadata {
+		out[k] = v
+	}
+	out[core.MetadataKey] = key
+	return out
 }
 
 func (r *room) setKey(ctx context.Context, key string, state KeyState) {
@@ -130,10 +234,16 @@ func knowledge(s KeyState) core.Knowledge {
 	}
 }
 
+// mentions turns a reply's mentions into Band's: a participant id, or a
+// handle written with a leading "@", which Band resolves in the room.
 func mentions(ids []string) []wire.Mention {
 	out := make([]wire.Mention, len(ids))
 	for i, id := range ids {
-		out[i] = wire.Mention{ID: id}
+		if handle, ok := strings.CutPrefix(id, "@"); ok {
+			out[i] = wire.Mention{Handle: handle}
+		} else {
+			out[i] = wire.Mention{ID: id}
+		}
 	}
 	return out
 }

@@ -75,3 +75,25 @@ func TestARoomWhosePushWasLostIsFoundByListing(t *testing.T) {
 		})
 	}
 }
+
+// A message said while the room's topic is being joined is pushed to
+// nobody. Once Band accepts the join the shell looks at /next, rather than
+// leaving it to a resync that the idle budget may put off for long.
+func TestAMessageSaidBeforeTheRoomIsJoinedIsAnsweredOnceItIs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, 0)
+		room := r.rooms[0]
+		var id string
+		r.tap.beforeJoin = func(topic string) {
+			if topic == "chat_room:"+room.ID && id == "" {
+				time.Sleep(time.Second) // the room's first /next answered empty meanwhile
+				id = r.say(room, "said before the room was joined")
+			}
+		}
+		stop := r.run(nil)
+		time.Sleep(2 * time.Second)
+		require.NoError(t, stop())
+		require.NotEmpty(t, id)
+		assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)), "answered once the join was accepted")
+	})
+}

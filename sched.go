@@ -22,9 +22,10 @@ type scheduler struct {
 	workers   int
 	idleEvery time.Duration
 
-	mu    sync.Mutex
-	woken []*room       // wake-ups for the dispatcher to take in
-	kick  chan struct{} // buffered(1): woken has something
+	mu      sync.Mutex
+	woken   []*room       // wake-ups for the dispatcher to take in
+	delayed []delayed     // new rooms whose first look waits (later)
+	kick    chan struct{} // buffered(1): woken or delayed has something
 
 	work    chan *room     // dispatcher to workers
 	results chan roundDone // workers to dispatcher
@@ -86,6 +87,23 @@ func (q *scheduler) wake(r *room) {
 	case q.kick <- struct{}{}:
 	default:
 	}
+}
+
+// later has a new room look first after d, unless it is woken sooner. It
+// never blocks.
+func (q *scheduler) later(r *room, d time.Duration) {
+	q.mu.Lock()
+	q.delayed = append(q.delayed, delayed{r, d})
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+type delayed struct {
+	r *room
+	d time.Duration
 }
 
 // run starts the workers and dispatches until fetch ends; it returns once
@@ -172,9 +190,16 @@ func (q *scheduler) nextDue() (time.Time, bool) {
 // to run again.
 func (q *scheduler) takeIn() {
 	q.mu.Lock()
-	woken := q.woken
-	q.woken = nil
+	woken, delayed := q.woken, q.delayed
+	q.woken, q.delayed = nil, nil
 	q.mu.Unlock()
+	now := time.Now()
+	for _, d := range delayed {
+		if d.r.sched.state == schedNew {
+			d.r.sched.state, d.r.sched.due, d.r.sched.budgeted = schedWaiting, now.Add(d.d), false
+			heap.Push(&q.timers, d.r)
+		}
+	}
 	for _, r := range woken {
 		switch r.sched.state {
 		case schedRunning:

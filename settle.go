@@ -55,7 +55,9 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 		if cause := r.ctl.startHandler(cy, cancel); cause != nil {
 			return r.aborted(hard, m, attempt, cause)
 		}
-		reply, handlerErr = r.runHandler(hctx, m, attempt)
+		t := r.newTurn(hard, cy, m.ID, attempt)
+		reply, handlerErr = r.runHandler(hctx, m, t)
+		t.close()
 		if hctx.Err() != nil {
 			cause = context.Cause(hctx)
 			abort = abortOf(cause)
@@ -122,7 +124,7 @@ func (r *room) claimFailed(m *wire.Message, err error) step {
 }
 
 // callHandler runs the handler, turning a panic into a *PanicError.
-func (r *room) callHandler(ctx context.Context, wm *wire.Message, attempt int) (reply *Reply, err error) {
+func (r *room) callHandler(ctx context.Context, wm *wire.Message, t *turn) (reply *Reply, err error) {
 	if d := r.s.cfg.HandlerTimeout; d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("handler timed out after %s", d))
@@ -131,9 +133,9 @@ func (r *room) callHandler(ctx context.Context, wm *wire.Message, attempt int) (
 	msg := &Message{
 		ID: wm.ID, RoomID: r.id, Content: wm.Content,
 		SenderID: wm.SenderID, SenderType: wm.SenderType, SenderName: wm.SenderName,
-		Attempt: attempt, InsertedAt: wm.InsertedAt,
+		Attempt: t.attempt, InsertedAt: wm.InsertedAt, turn: t,
 		loadContext: func(ctx context.Context) ([]ContextItem, error) {
-			return loadRoomContext(ctx, r.s.api, r.id)
+			return r.s.client.Context(ctx, r.id)
 		},
 	}
 	defer func() {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/band-once/bandonce/band"
 	"github.com/band-once/bandonce/internal/core"
 	"github.com/band-once/bandonce/internal/phoenix"
 	"github.com/band-once/bandonce/internal/wire"
@@ -24,6 +25,7 @@ import (
 type Shell struct {
 	cfg    settings
 	api    *wire.Client
+	client *band.Client // the room tools, for handlers and Client
 	jitter *core.Jitter
 	log    *slog.Logger
 
@@ -75,7 +77,20 @@ func New(cfg Config) (*Shell, error) {
 		Logger:        s.Logger,
 		Observe:       requestObserver(s.Hooks.Request),
 	})
+	client, err := band.New(band.Config{
+		// The shell's own REST client: the room tools share its request budget.
+		APIKey: s.apiKey.Value(), BaseURL: s.baseURL.String(), HTTPClient: s.HTTPClient, RequestTimeout: s.RequestTimeout,
+		Retry: band.RetryPolicy{
+			MaxAttempts: s.Retry.MaxAttempts, BaseDelay: s.Retry.BaseDelay, MaxDelay: s.Retry.MaxDelay,
+			MaxRetryAfter: s.Retry.MaxRetryAfter, Seed: seed + 3,
+		},
+		Logger: s.Logger, InsecurePlaintext: s.InsecurePlaintext,
+	})
+	if err != nil {
+		return nil, err // withDefaults checked every field it reads
+	}
 	return &Shell{
+		client:     client,
 		cfg:        s,
 		jitterSeed: seed,
 		api:        wire.NewClient(s.baseURL.String(), s.apiKey.Value(), doer),
@@ -85,6 +100,10 @@ func New(cfg Config) (*Shell, error) {
 		rooms:      make(map[string]*room),
 	}, nil
 }
+
+// Client returns a client for Band's room tools built from the shell's
+// Config, for use outside handlers (inside one, Message has them).
+func (s *Shell) Client() *band.Client { return s.client }
 
 // ErrAlreadyRunning is returned by a second concurrent call to Run.
 var ErrAlreadyRunning = errors.New("bandonce: Run already in progress")
@@ -230,9 +249,20 @@ func (s *Shell) startRoom(id string) bool {
 	if s.sock != nil {
 		s.sock.Join("chat_room:"+id, r.onRoomEvent)
 	}
-	s.sched.wake(r)
+	if s.socketUp.Load() {
+		// Its first look waits for its topic's join to be answered
+		// (catchUp), so a message said meanwhile is not missed and the
+		// room does not look twice; but not for long.
+		s.sched.later(r, joinWait)
+	} else {
+		s.sched.wake(r)
+	}
 	return true
 }
+
+// joinWait bounds how long a new room's first look waits for its topic's
+// join to be answered.
+const joinWait = 5 * time.Second
 
 // errRoomRemoved ends a room's loop when the agent leaves the room.
 var errRoomRemoved = errors.New("bandonce: agent removed from the room")

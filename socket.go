@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/band-once/bandonce/internal/phoenix"
@@ -27,7 +28,6 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 		OnConnected: func() {
 			s.socketUp.Store(true)
 			s.socketEvent(true, nil)
-			s.catchUp()
 			reconnected := true
 			once.Do(func() { reconnected = false; close(connected) })
 			if reconnected {
@@ -43,7 +43,14 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 			}
 			s.log.Info("bandonce: socket disconnected; polling until it is back", "err", err)
 		},
+		// Pushes sent before a room's topic was joined (or while the
+		// socket was down: every topic is joined again on a reconnect)
+		// reached nobody, so once its join is answered the room looks at
+		// /next, a stopped room as a probe, since a play may be among
+		// them.
+		OnJoined: s.catchUp,
 		OnJoinError: func(topic string, response json.RawMessage) {
+			s.catchUp(topic)
 			s.log.Warn("bandonce: Band refused a socket topic", "topic", topic, "response", string(response))
 		},
 	})
@@ -77,13 +84,16 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 	return connected
 }
 
-// catchUp runs after every (re)connect: pushes sent while the socket was
-// down are not replayed, so each room asks /next, a stopped room as a
-// probe, since a play may have been lost while disconnected.
-func (s *Shell) catchUp() {
+// catchUp has the room of a chat_room topic look at /next now.
+func (s *Shell) catchUp(topic string) {
+	id, ok := strings.CutPrefix(topic, "chat_room:")
+	if !ok {
+		return
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range s.rooms {
+	r := s.rooms[id]
+	s.mu.Unlock()
+	if r != nil {
 		r.ctl.requestProbe()
 	}
 }

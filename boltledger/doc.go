@@ -50,6 +50,17 @@
 //   - After 6: the key record alone, which guards the key against a later
 //     message that produces the same reply.
 //
+// # Journaled steps
+//
+// Message.Step records a step's result with SetStep, synced before the
+// result goes back to the handler; a later delivery of the message reads
+// it with Step and does not run the step again. A crash between the
+// step's effect and SetStep leaves no record, so the step runs again on
+// the redelivery, with the same idempotency key: that window is what the
+// key is for. Step records live in their own bucket (a ledger created
+// before steps existed gains it on its first step) and are kept until
+// Prune removes them.
+//
 // # One agent, one writer
 //
 // Open takes bbolt's exclusive lock on the file (flock on Unix). A second
@@ -82,7 +93,8 @@
 // The file holds one record per reply key (the room id, the key and ten
 // bytes, plus bbolt's per-item overhead: roughly 100 bytes for a UUID room
 // and a short key), kept for good so that a later message with the same key
-// is still recognised. Ack-pending records are deleted when done. bbolt
+// is still recognised, and one per journaled step (its key and its
+// result). Ack-pending records are deleted when done. bbolt
 // reuses freed pages but never shrinks the file. Prune deletes settled keys
 // and stale ack-pending records older than a cutoff, at the price described
 // on it.

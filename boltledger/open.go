@@ -185,11 +185,12 @@ func writeNewLedger(path, agentID string, timeout time.Duration) error {
 				return err
 			}
 		}
-		if _, err := tx.CreateBucket(keysBucket); err != nil {
-			return err
+		for _, b := range [][]byte{keysBucket, acksBucket, stepsBucket} {
+			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
 		}
-		_, err = tx.CreateBucket(acksBucket)
-		return err
+		return nil
 	})
 	return errors.Join(err, db.Close())
 }

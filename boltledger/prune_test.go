@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestPruneDeletesOnlySettledAndAckRecordsBeforeTheCutoff(t *testing.T) {
+func TestPruneDeletesOnlySettledAckAndStepRecordsBeforeTheCutoff(t *testing.T) {
 	ctx := context.Background()
 	l, _ := openNew(t)
 	clock := &fixedClock{at: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -20,14 +20,23 @@ func TestPruneDeletesOnlySettledAndAckRecordsBeforeTheCutoff(t *testing.T) {
 	require.NoError(t, l.SetKey(ctx, "room-1", "old-accepted", bandonce.KeyAccepted))
 	require.NoError(t, l.SetKey(ctx, "room-2", "old-dropped", bandonce.KeyDuplicateDropped))
 	require.NoError(t, l.SetAckPending(ctx, "room-1", "old-ack", true))
+	require.NoError(t, l.SetStep(ctx, "room-1", "old-msg", "charge", []byte("old")))
 	cutoff := clock.at.Add(time.Hour)
 	clock.at = cutoff // written at the cutoff: not before it
 	require.NoError(t, l.SetKey(ctx, "room-1", "new-accepted", bandonce.KeyAccepted))
 	require.NoError(t, l.SetAckPending(ctx, "room-2", "new-ack", true))
+	require.NoError(t, l.SetStep(ctx, "room-1", "new-msg", "charge", []byte("new")))
 
 	removed, err := l.Prune(ctx, cutoff)
 	require.NoError(t, err)
-	assert.Equal(t, 3, removed)
+	assert.Equal(t, 4, removed)
+	_, ok, err := l.Step(ctx, "room-1", "old-msg", "charge")
+	require.NoError(t, err)
+	assert.False(t, ok, "the old step was pruned")
+	result, ok, err := l.Step(ctx, "room-1", "new-msg", "charge")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, "new", string(result))
 
 	for key, want := range map[string]bandonce.KeyState{
 		"old-intent":   bandonce.KeyIntent,

@@ -1,6 +1,9 @@
 package proof
 
-import "github.com/band-once/bandonce"
+import (
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
+)
 
 // Options configure the engine. The zero value runs the prover's own
 // Shell agent with a fresh MemoryLedger per life.
@@ -22,6 +25,11 @@ type Options struct {
 	// Checks are more invariants, judged after the built-in ones, in
 	// order, from the result (its Effects and Starts included).
 	Checks []CustomCheck
+	// TurnEffect reports whether an agent post's dedup key belongs to a
+	// message a handler sent while it ran (bandonce.Message.Send), not to
+	// a reply. Such a post answers no message: it is judged by
+	// no-double-post alone. Nil means every post is a reply.
+	TurnEffect func(key string) bool
 	// RepliesOptional accepts a message whose spec says Reply ending
 	// processed with no reply, for agents that may consume a message
 	// silently. Every other rule stands: at most one reply per key, none
@@ -81,6 +89,10 @@ type Result struct {
 	// Messages, Replies and Requests are totals from the fake's ground
 	// truth; Lives is how many times the agent was started.
 	Messages, Replies, Requests, Lives int
+	// Posts are the agent's posts, and Events its events, by room (the
+	// schedule's room order), oldest first, as the fake stored them.
+	Posts  [][]fakeband.Post
+	Events [][]fakeband.ChatEvent
 	// Effects counts the side effects the agent performed through
 	// External, by natural key; Starts lists its handler starts.
 	Effects map[string]int

@@ -98,6 +98,10 @@ func (s *sim) judge() Result {
 		Schedule: s.sched, Violation: v.first(), Found: v.found, Checks: v.checks, Violations: v.violated, Faults: s.firedFaults(),
 		DoublePosts: v.doublePosts, Lost: v.lost, Interrupted: v.interrupted,
 		Messages: len(s.messages), Lives: s.lives, Released: s.released, QuietAt: s.quietAt,
+		Posts: t.posts,
+	}
+	for _, r := range s.rooms {
+		res.Events = append(res.Events, s.band.ChatEvents(r.ID))
 	}
 	for _, ps := range t.posts {
 		res.Replies += len(ps)
@@ -148,7 +152,7 @@ func (t *truth) pending(v *judgement) {
 func (t *truth) outcomes(v *judgement) {
 	for room, keys := range t.byKey {
 		for key, posts := range keys {
-			if t.repliers[room][key] == 0 && len(t.messagesWithKey(room, key)) == 0 {
+			if t.repliers[room][key] == 0 && len(t.messagesWithKey(room, key)) == 0 && !t.turnEffect(key) {
 				v.check(OneOutcome)
 				v.fail(OneOutcome, "room %d got a post that answers no message (key %q): %.60q", room+1, key, posts[0].Content)
 			}
@@ -192,6 +196,11 @@ func (t *truth) outcomes(v *judgement) {
 			}
 		}
 	}
+}
+
+// turnEffect reports a key the options name as a turn's effect.
+func (t *truth) turnEffect(key string) bool {
+	return key != "" && t.s.opts.TurnEffect != nil && t.s.opts.TurnEffect(key)
 }
 
 func (t *truth) interrupts(v *judgement) {

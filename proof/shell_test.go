@@ -146,3 +146,19 @@ func TestShellFindsARoomWhosePushWasLost(t *testing.T) {
 	assert.Equal(t, 1, res.Faults["room_joined"])
 	assert.Equal(t, 1, res.Faults["push_lost"])
 }
+
+// Regression, found by the prover once every request passed the shell's
+// one budget: a 429 with Retry-After paused every request, the reply of
+// r3m1 (its fate decided) waited in the pause, an interrupt reached the
+// shell meanwhile, and the reply was sent after it. A request now asks
+// its signal gate again the moment the budget lets it start.
+func TestShellWithdrawsAReplyInterruptedWhileItWaitsForTheBudget(t *testing.T) {
+	s := &Schedule{Seed: 20263170, Rooms: 3, Name: "interrupt while the reply waits for the budget", Events: []Event{
+		{Kind: Say, Room: 1, Spec: MessageSpec{Label: "r2m3", Outcome: Reply}},
+		{Kind: Say, Room: 2, Spec: MessageSpec{Label: "r3m1", Outcome: Reply}},
+		{At: 8, Kind: Throttle, Status: 429, RetryAfter: "1"},
+		{At: 13, Kind: Interrupt, Room: 2},
+	}}
+	res := Simulate(t, s, Options{})
+	assert.Nil(t, res.Violation, "nothing may leave the shell for a cycle interrupted before it left")
+}

@@ -53,6 +53,9 @@ func (t *truth) label(room int, key string) string {
 			return m.Spec.Label
 		}
 	}
+	if t.turnEffect(key) {
+		return "a message a handler sent while it ran"
+	}
 	return "no message"
 }
 

@@ -40,8 +40,16 @@ type Check struct {
 	Run func(t testing.TB, f Factory, opts ...Option) Result
 }
 
-// Checks is the suite ExactlyOnce runs, in order.
-var Checks = []Check{
+// Checks is the suite ExactlyOnce runs, in order, one Check per exported
+// check function (KillBeforePost, KillAfterPost, ...), each with its name
+// and what its schedules do.
+var Checks []Check
+
+// Checks is filled here so that its documentation shows its type, not the
+// package's unexported check definitions.
+func init() { Checks = suite }
+
+var suite = []Check{
 	{"kill-before-post", defKillBeforePost.doc, KillBeforePost},
 	{"kill-after-post", defKillAfterPost.doc, KillAfterPost},
 	{"lost-ack", defLostAck.doc, LostAck},
@@ -73,8 +81,16 @@ func ExactlyOnce(t testing.TB, f Factory, opts ...Option) Result {
 // runChecks runs defs in order until one fails, and reports through t.
 func runChecks(t testing.TB, f Factory, cfg *config, defs []*checkDef) Result {
 	t.Helper()
+	if msg := cfg.envError(); msg != "" {
+		t.Errorf("%s", msg)
+		return Result{Reason: msg}
+	}
+	if len(cfg.fromEnv) > 0 {
+		t.Logf("verify: from the environment: %s", strings.Join(cfg.fromEnv, " "))
+	}
 	total := Result{OK: true}
 	var fail *failure
+	sawEffects := false
 	ran := withT(t, func(tt *testing.T) {
 		r := &runner{cfg: cfg, f: f, tt: tt}
 		for _, d := range defs {
@@ -87,6 +103,7 @@ func runChecks(t testing.TB, f Factory, cfg *config, defs []*checkDef) Result {
 			}
 			run := r.runSchedules(d, d.count(cfg.schedules))
 			total.Schedules += run.schedules
+			sawEffects = sawEffects || run.effects
 			for _, n := range run.notes {
 				total.NotApplicable = append(total.NotApplicable, d.name+": "+n)
 			}
@@ -105,6 +122,9 @@ func runChecks(t testing.TB, f Factory, cfg *config, defs []*checkDef) Result {
 		t.Errorf("verify: %s", total.Reason)
 		return total
 	}
+	if total.Schedules > 0 && !sawEffects {
+		total.NotApplicable = append(total.NotApplicable, noEffectsNote)
+	}
 	for _, n := range total.NotApplicable {
 		t.Logf("verify: not exercised: %s", n)
 	}
@@ -118,6 +138,12 @@ func runChecks(t testing.TB, f Factory, cfg *config, defs []*checkDef) Result {
 	t.Errorf("%s", fail.message(total.Replay))
 	return total
 }
+
+// noEffectsNote is said when no schedule saw the agent call External: its
+// side effects, if it has any, went where the verifier cannot see them.
+const noEffectsNote = "side effects: the agent called External in no schedule, so none of its side effects was judged; " +
+	"an effect made through the agent's own client (a payment, an email) is invisible to the verifier: " +
+	"give the handler an interface of its own that External satisfies in tests (see ShellWith)"
 
 // failure is a violation, shrunk.
 type failure struct {

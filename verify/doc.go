@@ -33,7 +33,9 @@
 // The Result carries the same. What a check could not exercise for this
 // agent it logs and lists in Result.NotApplicable: nothing is skipped
 // silently. BANDONCE_VERIFY_SCHEDULES makes every check run longer, as
-// Watermill's STRESS_TEST_COUNT does.
+// Watermill's STRESS_TEST_COUNT does. A value the verifier cannot use (a
+// check name it does not know, a number it cannot read) fails the test,
+// listing the valid values, rather than running something else.
 //
 // # What is judged
 //
@@ -47,20 +49,40 @@
 // soon after its context ends; a message whose reply was posted is never
 // then marked failed; a superseded instance stops and sends nothing more.
 //
+// A turn's other effects are judged too (bandonce.Message.Send, Event and
+// Step): every message and event at most once per key and room, each
+// carrying its key, the same effect under the same key at every delivery,
+// none sent after an interrupt or in a stopped room, and no step's fn run
+// again after its result was recorded. External.EffectOnce is the double
+// of an API that honours idempotency keys, such as the one Step hands its
+// fn: one unit of work performed under two idempotency keys is named as a
+// key that is not stable across deliveries.
+//
 // # The agent model
 //
 // An Agent runs one life until its context ends, with an Env: an
 // *http.Client and URLs bound to the fake, the agent's API key, and the
 // External double. A Factory builds a fresh Agent for every life, so a kill
 // really forgets what the agent kept in memory. Shell adapts a Handler in
-// one line; the handler reaches the life's External through ExternalFrom.
-// An agent with its own loop takes the Env directly, and should call
-// External.Started when its handler begins, so that stops can be judged.
+// one line. An agent with its own loop takes the Env directly, and should
+// call External.Started when its handler begins, so that stops can be
+// judged.
 //
 // Side effects go through External.Effect, each under the natural key of
 // its unit of work and with the context of the work, and an idempotent
-// agent asks External.Performed first (see External for the contract).
-// ReferenceAgent passes every check; it is the model to copy.
+// agent asks External.Performed first (see External for the contract). The
+// handler takes them as an interface its own package declares, and
+// ShellWith hands it the External in the test, so the production binary
+// links no test package; a handler that calls ExternalFrom itself would
+// link this package, proof, fakeband and testing. An effect the agent makes
+// through a client of its own is invisible: when no schedule saw the agent
+// call External, the verifier logs so and lists it in Result.NotApplicable.
+// ReferenceAgent passes every check; NewReferenceHandler, on its
+// ReferenceEffects interface, is the model to copy.
+//
+// A reply (or any post) that Band refuses with a final 4xx, such as one
+// without a mention (422 mentions_required), is a violation reported with
+// Band's code and message.
 //
 // # Capabilities
 //
@@ -85,5 +107,9 @@
 // VerifyLedgerAgent keeps the Python library's contract: a LedgerAgent
 // (ledger, dedupKey, attempt, ts) -> Disposition checked over seeded
 // kill-and-duplicate schedules, with CleanEchoAgent as its reference and a
-// ConformanceResult of the same shape.
+// ConformanceResult of the same shape. It judges a one-line function
+// against an in-memory Ledger, not an agent on Band: use it only to carry
+// over a 0.1 test or to compare with the Python library. Everything else
+// (Ledger, LedgerEntry, Disposition) belongs to that contract too. To judge
+// an agent, use ExactlyOnce and its Result.
 package verify

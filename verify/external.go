@@ -74,11 +74,16 @@ func (x *External) Performed(key string) int {
 // ErrExternalUnavailable when the system failed the call (nothing
 // performed); or ErrLifeEnded when the life was killed meanwhile.
 func (x *External) Effect(ctx context.Context, key string) error {
+	return x.effect(ctx, key, "")
+}
+
+func (x *External) effect(ctx context.Context, key, idempotencyKey string) error {
 	w := x.world
 	if x.ctx.Err() != nil {
 		return ErrLifeEnded
 	}
 	call := w.begin(x.life, key, ctx)
+	call.idempotencyKey = idempotencyKey
 	if ctx.Err() != nil {
 		w.finish(call, outcomeRefused)
 		return context.Cause(ctx)
@@ -108,6 +113,38 @@ func (x *External) Effect(ctx context.Context, key string) error {
 	}
 	w.finish(call, outcomePerformed)
 	return nil
+}
+
+// EffectOnce is Effect on a system that honours idempotency keys, as a
+// payment API's Idempotency-Key header does: the effect named by key is
+// performed unless a call with idempotencyKey was already performed, by
+// any life; then it returns nil and performs nothing. key names the unit
+// of work ("refund:order-17") and is what the verifier judges; the
+// idempotency key is what the agent hands the system, such as the key
+// bandonce's Message.Step gives its fn. A key that changes between
+// deliveries therefore performs the unit of work twice.
+func (x *External) EffectOnce(ctx context.Context, idempotencyKey, key string) error {
+	w := x.world
+	w.mu.Lock()
+	served, busy := w.served[idempotencyKey], w.inFlight[idempotencyKey]
+	if !served && !busy {
+		w.inFlight[idempotencyKey] = true
+	}
+	w.mu.Unlock()
+	switch {
+	case served:
+		return nil
+	case busy:
+		// As such an API answers a second request while the first is
+		// still running: try again later.
+		return ErrExternalUnavailable
+	}
+	defer func() {
+		w.mu.Lock()
+		delete(w.inFlight, idempotencyKey)
+		w.mu.Unlock()
+	}()
+	return x.effect(ctx, key, idempotencyKey)
 }
 
 // hangFor is how long a hanging call waits (virtual time) unless its
@@ -173,6 +210,8 @@ type effectCall struct {
 	// uncancellable: its context can never end (context.Background and
 	// the like), which a hanging call turns into a handler stuck forever.
 	uncancellable bool
+	// idempotencyKey is the key an EffectOnce call carried, "" for Effect.
+	idempotencyKey string
 }
 
 // world is the external system's state for one run of a schedule.
@@ -186,10 +225,13 @@ type world struct {
 	effects map[string]int
 	calls   []*effectCall
 	perKey  map[string]int
+	// served are the idempotency keys of performed EffectOnce calls;
+	// inFlight those of calls still running.
+	served, inFlight map[string]bool
 }
 
 func newWorld(plan externalPlan, requests func() int) *world {
-	return &world{plan: plan, start: time.Now(), requests: requests, effects: map[string]int{}, perKey: map[string]int{}}
+	return &world{plan: plan, start: time.Now(), requests: requests, effects: map[string]int{}, perKey: map[string]int{}, served: map[string]bool{}, inFlight: map[string]bool{}}
 }
 
 // keyRand is a generator for one key's draws: the same for every run of
@@ -235,6 +277,9 @@ func (w *world) finish(c *effectCall, o callOutcome) {
 	c.outcome = o
 	if o == outcomePerformed {
 		w.effects[c.key]++
+		if c.idempotencyKey != "" {
+			w.served[c.idempotencyKey] = true
+		}
 	}
 }
 

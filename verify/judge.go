@@ -23,15 +23,25 @@ type verdict struct {
 }
 
 // judge decides one run: the verifier's own checks first, since they name
-// the defect most precisely, then the engine's oracle.
+// the defect most precisely (a post Band refused before all), then the
+// engine's oracle.
 func judge(cfg *config, res proof.Result, o *observation) *verdict {
+	if v := rejectedByBand(o); v != nil {
+		return v
+	}
 	for _, check := range []func(*observation) *verdict{
 		failedAfterReply, keyChanged, missingMarker, keyShared, effectTwice,
-		workAfterCancel, handlerHung, callHung, supersedeBroken,
+		workAfterCancel, effectAfterSignal, effectWithoutKey, stepRanAgain, handlerHung, callHung, supersedeBroken,
 	} {
 		if v := check(o); v != nil {
 			return v
 		}
+	}
+	if v := effectKeysUnstable(o, landedKeys(res)); v != nil {
+		return v
+	}
+	if v := eventTwice(o, res); v != nil {
+		return v
 	}
 	return fromOracle(cfg, res)
 }
@@ -97,14 +107,35 @@ func keyShared(o *observation) *verdict {
 }
 
 func effectTwice(o *observation) *verdict {
-	_, effects := o.world.snapshot()
+	calls, effects := o.world.snapshot()
 	for _, k := range sortedKeys(effects) {
 		if n := effects[k]; n > 1 {
+			if a, b, ok := twoIdempotencyKeys(calls, k); ok {
+				return &verdict{"effect-twice", fmt.Sprintf(
+					"a non-idempotent side effect: the effect %q was performed %d times, under the idempotency keys %q and %q: the key handed to the system is not stable across deliveries (take it from Message.Step)", k, n, a, b)}
+			}
 			return &verdict{"effect-twice", fmt.Sprintf(
 				"a non-idempotent side effect: the effect %q was performed %d times", k, n)}
 		}
 	}
 	return nil
+}
+
+// twoIdempotencyKeys returns two distinct idempotency keys under which
+// the effect named by key was performed, if there are two.
+func twoIdempotencyKeys(calls []effectCall, key string) (a, b string, ok bool) {
+	for _, c := range calls {
+		if c.key != key || c.outcome != outcomePerformed || c.idempotencyKey == "" {
+			continue
+		}
+		switch {
+		case a == "":
+			a = c.idempotencyKey
+		case c.idempotencyKey != a:
+			return a, c.idempotencyKey, true
+		}
+	}
+	return "", "", false
 }
 
 func workAfterCancel(o *observation) *verdict {

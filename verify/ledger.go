@@ -14,7 +14,8 @@ import (
 // checked over seeded kill-and-duplicate schedules. It judges a one-line
 // contract, not a real agent; ExactlyOnce is the check that runs one.
 
-// Disposition is a ledger's verdict on one delivery of a unit of work.
+// Disposition is a ledger's verdict on one delivery of a unit of work, in
+// band-once 0.1's contract (see VerifyLedgerAgent).
 type Disposition int
 
 // Dispositions.
@@ -45,7 +46,9 @@ type LedgerEntry struct {
 
 // Ledger is an idempotency ledger: one Accepted per natural key, every
 // later delivery of the key dropped. It outlives the agents that use it,
-// as a durable store outlives a crash. Safe for concurrent use.
+// as a durable store outlives a crash. Safe for concurrent use. It belongs
+// to band-once 0.1's contract (see VerifyLedgerAgent) and is not the
+// Shell's bandonce.Ledger.
 type Ledger struct {
 	mu   sync.Mutex
 	seen map[string]LedgerEntry
@@ -97,11 +100,14 @@ func (l *Ledger) History() []LedgerEntry {
 }
 
 // LedgerAgent is band-once 0.1's agent contract: for one delivery of the
-// unit of work dedupKey it must consult ledger and return its verdict.
+// unit of work dedupKey it must consult ledger and return its verdict. It
+// is kept for tests carried over from 0.1; an agent on Band is judged by
+// ExactlyOnce, through a Factory.
 type LedgerAgent func(ledger *Ledger, dedupKey string, attempt int, ts time.Time) Disposition
 
 // CleanEchoAgent is the reference LedgerAgent: it records the delivery in
-// the ledger and returns the ledger's verdict.
+// the ledger and returns the ledger's verdict. It is 0.1's reference; the
+// reference agent on Band is ReferenceAgent.
 func CleanEchoAgent() LedgerAgent {
 	return func(ledger *Ledger, dedupKey string, attempt int, ts time.Time) Disposition {
 		return ledger.Record(dedupKey, attempt, ts).Disposition
@@ -109,7 +115,7 @@ func CleanEchoAgent() LedgerAgent {
 }
 
 // ConformanceResult is VerifyLedgerAgent's verdict, in band-once 0.1's
-// shape.
+// shape. ExactlyOnce and the check functions answer a Result instead.
 type ConformanceResult struct {
 	// OK: exactly-once held on every schedule.
 	OK bool
@@ -137,8 +143,15 @@ const (
 // one shared Ledger, building a fresh agent after each random kill, and
 // asserts that every key is accepted exactly once. Schedules (default 500)
 // and Seed apply, and the environment overrides them as for ExactlyOnce.
+//
+// It judges the 0.1 contract, a function over an in-memory Ledger, not an
+// agent on Band: use it to carry over a 0.1 test, and ExactlyOnce to judge
+// an agent.
 func VerifyLedgerAgent(factory func() LedgerAgent, opts ...Option) ConformanceResult {
 	cfg := newConfig(append([]Option{Schedules(defaultLedgerSweeps)}, opts...))
+	if msg := cfg.envError(); msg != "" {
+		return ConformanceResult{Reason: msg}
+	}
 	for i := range cfg.schedules {
 		seed := cfg.seed + int64(i)
 		if reason := checkLedgerSchedule(factory, seed); reason != "" {

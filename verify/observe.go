@@ -40,6 +40,8 @@ type observation struct {
 	// failedAfterReply are messages a life marked failed after it saw their
 	// reply posted.
 	failedAfterReply []string
+	// rejections are the posts Band refused (see rejected.go).
+	rejections []rejection
 	// handlers are the Shell adapter's handler calls.
 	handlers []*handlerCall
 	// instances are the supersede check's instances, by life.
@@ -49,6 +51,20 @@ type observation struct {
 	labels map[string]string
 	// notes are remarks on what could not be exercised.
 	notes map[string]bool
+
+	// running holds the context of each handler call in progress under
+	// the Shell adapter, by life and message: a message or event sent
+	// while it runs is one of the turn's effects, not its reply.
+	running map[lifeMessage]context.Context
+	// delivery numbers the attempts the agent opened, per life and room.
+	delivery   map[lifeRoom]int
+	deliveries int
+	// effects are the turns' messages and events, in the order sent;
+	// effectKeys their keys.
+	effects    []effectSend
+	effectKeys map[string]bool
+	// stepWrites counts the step results each life's ledger recorded.
+	stepWrites map[stepRecord]int
 }
 
 type lifeRoom struct {
@@ -78,6 +94,8 @@ func newObservation(plan externalPlan) *observation {
 	o := &observation{
 		open: map[lifeRoom]string{}, keys: map[string][]string{}, keyLife: map[string]map[string]int{},
 		repliedOK: map[lifeMessage]bool{}, labels: map[string]string{}, notes: map[string]bool{},
+		running: map[lifeMessage]context.Context{}, delivery: map[lifeRoom]int{},
+		effectKeys: map[string]bool{}, stepWrites: map[stepRecord]int{},
 	}
 	o.world = newWorld(plan, o.requestsCompleted)
 	return o
@@ -139,9 +157,16 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	case fakeband.EndpointProcessing:
 		o.mu.Lock()
 		o.open[lifeRoom{r.life, room}] = msg
+		o.deliveries++
+		o.delivery[lifeRoom{r.life, room}] = o.deliveries
 		o.mu.Unlock()
 	case fakeband.EndpointPost:
+		if r.noteEffect(req, room, false) {
+			break // sent while the handler ran: not the reply
+		}
 		msg = r.notePost(req, room)
+	case endpointEvent:
+		r.noteEffect(req, room, true)
 	case fakeband.EndpointFailed:
 		o.mu.Lock()
 		if o.repliedOK[lifeMessage{r.life, msg}] {
@@ -150,6 +175,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		o.mu.Unlock()
 	}
 	resp, err := r.inner.RoundTrip(req)
+	r.noteRejection(req, room, resp, err)
 	o.mu.Lock()
 	o.completed++
 	if ep == fakeband.EndpointPost && msg != "" && err == nil && resp.StatusCode/100 == 2 {
@@ -256,6 +282,8 @@ func classify(method, path string) (ep fakeband.Endpoint, room, msg string) {
 		return fakeband.EndpointContext, room, ""
 	case len(parts) == 4 && parts[3] == "messages" && method == http.MethodPost:
 		return fakeband.EndpointPost, room, ""
+	case eventPath(method, parts):
+		return endpointEvent, room, ""
 	case len(parts) == 5 && parts[4] == "next":
 		return fakeband.EndpointNext, room, ""
 	case len(parts) == 6 && parts[3] == "messages":

@@ -1,11 +1,5 @@
 package verify
 
-import (
-	"os"
-	"strconv"
-	"strings"
-)
-
 // Environment variables that override the options, so a failing seed can
 // be replayed, or a run made longer, without editing the test.
 const (
@@ -42,8 +36,10 @@ type config struct {
 	noControl   bool
 	maxAttempts int
 	only        map[string]bool
-	// fromEnv records which settings the environment overrode, for logs.
+	// fromEnv records which settings the environment overrode, for logs;
+	// envErrs the variables it could not use, which fail every check.
 	fromEnv []string
+	envErrs []string
 }
 
 // Schedules sets how many seeded schedules each check runs (default
@@ -90,24 +86,6 @@ func newConfig(opts []Option) *config {
 			o.apply(c)
 		}
 	}
-	if v := os.Getenv(EnvSchedules); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			c.schedules = n
-			c.fromEnv = append(c.fromEnv, EnvSchedules+"="+v)
-		}
-	}
-	if v := os.Getenv(EnvSeed); v != "" {
-		if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-			c.seed = s
-			c.fromEnv = append(c.fromEnv, EnvSeed+"="+v)
-		}
-	}
-	if v := os.Getenv(EnvCheck); v != "" {
-		c.only = map[string]bool{}
-		for _, name := range strings.Split(v, ",") {
-			c.only[strings.TrimSpace(name)] = true
-		}
-		c.fromEnv = append(c.fromEnv, EnvCheck+"="+v)
-	}
+	c.fromEnvironment()
 	return c
 }

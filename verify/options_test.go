@@ -117,7 +117,8 @@ func TestOptionsResolve(t *testing.T) {
 	t.Setenv(EnvSeed, "12")
 	t.Setenv(EnvCheck, "lost-ack, interrupt")
 	c = newConfig(nil)
-	assert.Equal(t, DefaultSchedules, c.schedules, "a bad value is ignored")
+	assert.Equal(t, DefaultSchedules, c.schedules, "a bad value is not used")
+	assert.Len(t, c.envErrs, 1, "but reported (falsegreens_test.go)")
 	assert.Equal(t, int64(12), c.seed)
 	assert.Equal(t, map[string]bool{"lost-ack": true, "interrupt": true}, c.only)
 }

@@ -46,7 +46,8 @@ func (r *runner) simulate(tr trial) outcome {
 			}
 			return obs.factory(r.f), nil
 		},
-		KeyOf: func(id string, spec proof.MessageSpec) string { return obs.keyOf(id, spec) },
+		KeyOf:      func(id string, spec proof.MessageSpec) string { return obs.keyOf(id, spec) },
+		TurnEffect: func(key string) bool { return obs.isEffectKey(key) },
 	}
 	res := proof.Simulate(r.tt, tr.sched, opts)
 	if obs == nil { // the engine failed before the agent was built

@@ -27,7 +27,8 @@ const (
 // Leave cfg.Ledger nil, so every life gets a fresh MemoryLedger: a Ledger
 // set in cfg would be shared by every life of every schedule (and by the
 // re-runs that shrink a violation), so one schedule's records would leak
-// into the next.
+// into the next. The adapter watches the ledger's step records, to judge
+// that no step runs again after its result was recorded.
 // Every handler call gets the life's External through its context (see
 // ExternalFrom). The adapter records each call, through External.Started
 // and for the verifier's judgement of handlers that do not honour their
@@ -48,6 +49,12 @@ func Shell(h bandonce.Handler, cfg ...bandonce.Config) Factory {
 				c.Logger = slog.New(slog.DiscardHandler)
 			}
 			fillTiming(&c, env.Seed)
+			if c.Ledger == nil {
+				c.Ledger = bandonce.NewMemoryLedger()
+			}
+			if o := env.External.obs; o != nil {
+				c.Ledger = &stepLedger{Ledger: c.Ledger, o: o}
+			}
 			sh, err := bandonce.New(c)
 			if err != nil {
 				return err
@@ -90,8 +97,10 @@ func observeHandler(h bandonce.Handler, env Env) bandonce.Handler {
 			return h(ctx, m)
 		}
 		call := &handlerCall{life: env.Life, room: m.RoomID, msg: m.ID, start: time.Now()}
+		running := lifeMessage{env.Life, m.ID}
 		o.mu.Lock()
 		o.handlers = append(o.handlers, call)
+		o.running[running] = ctx
 		o.mu.Unlock()
 		stop := context.AfterFunc(ctx, func() {
 			o.mu.Lock()
@@ -101,6 +110,7 @@ func observeHandler(h bandonce.Handler, env Env) bandonce.Handler {
 		defer stop()
 		reply, err := h(ctx, m)
 		o.mu.Lock()
+		delete(o.running, running)
 		call.returned, call.end = true, time.Now()
 		if reply != nil { // the key the handler chose, posted or not
 			key := reply.DedupKey

@@ -142,7 +142,7 @@ func (o *observation) factory(f Factory) proof.Factory {
 func mutating(ep fakeband.Endpoint) bool {
 	switch ep {
 	case fakeband.EndpointProcessing, fakeband.EndpointProcessed, fakeband.EndpointFailed,
-		fakeband.EndpointPost, fakeband.EndpointSocket:
+		fakeband.EndpointPost, fakeband.EndpointEvent, fakeband.EndpointSocket:
 		return true
 	}
 	return false

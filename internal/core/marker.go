@@ -17,6 +17,11 @@ const (
 	MaxKeyLen = 256
 )
 
+// MetadataKey is the member of an event's metadata that carries its dedup
+// key: events have structured metadata, so the key need not show in their
+// text.
+const MetadataKey = "dedup_key"
+
 // ErrBadKey is wrapped by ValidateKey's errors.
 var ErrBadKey = errors.New("invalid dedup key")
 

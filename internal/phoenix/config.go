@@ -52,6 +52,11 @@ type Config struct {
 	// OnJoinError runs on the receive goroutine when the server refuses
 	// a join; response is the reply's response object.
 	OnJoinError func(topic string, response json.RawMessage)
+	// OnJoined runs on the receive goroutine each time the server accepts
+	// a join of topic (the first, and every rejoin): pushes flow from
+	// then on, and anything sent before may have been missed. It must not
+	// block.
+	OnJoined func(topic string)
 }
 
 // Defaults applied by New to zero fields.

@@ -78,7 +78,7 @@ func (s *session) handleReply(f Frame) {
 		return
 	}
 	delete(s.pending, f.Ref)
-	refused := false
+	refused, joined := false, false
 	switch p.kind {
 	case heartbeatReply:
 		if s.heartbeatRef == f.Ref {
@@ -90,6 +90,7 @@ func (s *session) handleReply(f Frame) {
 		if r := s.c.byTopic[p.topic]; r != nil && r.joinRef == f.Ref {
 			if ok {
 				r.rejoins = 0
+				joined = !s.closed
 			} else {
 				r.joinRef = ""
 				refused = !s.closed
@@ -109,6 +110,9 @@ func (s *session) handleReply(f Frame) {
 		if s.c.cfg.OnJoinError != nil {
 			s.c.cfg.OnJoinError(f.Topic, reply.Response)
 		}
+	}
+	if joined && s.c.cfg.OnJoined != nil {
+		s.c.cfg.OnJoined(f.Topic)
 	}
 	if p.kind == joinReply {
 		s.announceIfReady()

@@ -236,10 +236,19 @@ type LimitedTransport struct {
 	Limiter *Limiter
 }
 
-// RoundTrip waits for the limiter, sends the request and tells the
-// limiter how it was answered.
+// RoundTrip waits for the limiter, asks the request's start check (see
+// WithStartCheck), sends the request and tells the limiter how it was
+// answered.
 func (t *LimitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start, err := t.Limiter.acquire(req.Context(), req.Method+" "+req.URL.Path)
+	if err == nil {
+		if check, ok := req.Context().Value(startCheckKey{}).(func() error); ok {
+			if cause := check(); cause != nil {
+				t.Limiter.release(start, 0, 0, false)
+				err = &NotSentError{Err: cause}
+			}
+		}
+	}
 	if err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close()
@@ -255,3 +264,21 @@ func (t *LimitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	t.Limiter.release(start, resp.StatusCode, ra, ok)
 	return resp, nil
 }
+
+type startCheckKey struct{}
+
+// WithStartCheck returns a context whose requests ask check the moment
+// the Limiter lets them start, before a byte is sent: an error from it
+// keeps the request from being sent at all, and the request fails with a
+// *NotSentError. A reply whose fate was decided before a wait in the
+// limiter is so still withdrawn by a signal that arrives during the wait.
+func WithStartCheck(ctx context.Context, check func() error) context.Context {
+	return context.WithValue(ctx, startCheckKey{}, check)
+}
+
+// NotSentError is the error of a request its start check refused: it was
+// never sent. Err is the check's reason.
+type NotSentError struct{ Err error }
+
+func (e *NotSentError) Error() string { return "not sent: " + e.Err.Error() }
+func (e *NotSentError) Unwrap() error { return e.Err }

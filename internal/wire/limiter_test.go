@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
 	"net/http"
@@ -199,5 +200,30 @@ func TestLimiterGrantsTheSmallestKeyFirst(t *testing.T) {
 		lim.release(first, http.StatusOK, 0, false)
 		wg.Wait()
 		assert.Equal(t, []string{"GET /a", "GET /b", "POST /a", "POST /c"}, order)
+	})
+}
+
+// A request whose start check refuses when the limiter lets it start is
+// never sent, and fails with a *NotSentError carrying the reason.
+func TestAStartCheckWithdrawsARequestBeforeItIsSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &bucketServer{}
+		lim := NewLimiter(4, time.Second)
+		tr := &LimitedTransport{Next: srv, Limiter: lim}
+		withdrawn := errors.New("interrupted while waiting")
+		ctx := WithStartCheck(context.Background(), func() error { return withdrawn })
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://band.test/x", strings.NewReader("body"))
+		require.NoError(t, err)
+		_, err = tr.RoundTrip(req)
+		var notSent *NotSentError
+		require.ErrorAs(t, err, &notSent)
+		assert.ErrorIs(t, err, withdrawn)
+		assert.Zero(t, srv.served+srv.refused, "nothing reached the server")
+
+		// The start it was given is free again.
+		for range 4 {
+			_, err := lim.acquire(context.Background(), "k")
+			require.NoError(t, err)
+		}
 	})
 }

@@ -1,12 +1,10 @@
-package bandonce
+package wire
 
 import (
 	"context"
 	"io"
 	"net/http"
 	"time"
-
-	"github.com/band-once/bandonce/internal/wire"
 )
 
 // deadlineTransport bounds each request (each retry attempt) with a
@@ -42,27 +40,37 @@ func (b *cancelOnClose) Close() error {
 	return err
 }
 
-// requestClients returns the client for REST calls, each passing the
+// RequestClients returns the client for REST calls, each passing the
 // limiter and then bounded by timeout (unless the caller's client has a
 // Timeout of its own, which then bounds the wait for the limiter too), and
 // the client for the socket's upgrade, which must not be bounded: the
-// connection it opens lives on.
-func requestClients(base *http.Client, timeout time.Duration, limiter *wire.Limiter) (rest, socket *http.Client) {
+// connection it opens lives on. A client made here already (its
+// transport passes a Limiter) is returned as it is, so a second client
+// built from the first shares its budget.
+func RequestClients(base *http.Client, timeout time.Duration, limiter *Limiter) (rest, socket *http.Client) {
 	if base == nil {
 		base = &http.Client{}
 	}
 	socket = new(http.Client)
 	*socket = *base
 	socket.Timeout = 0
+	if _, made := base.Transport.(*LimitedTransport); made {
+		return base, socket
+	}
 	next := base.Transport
 	if next == nil {
-		next = http.DefaultTransport
+		// Keep as many connections to Band idle as may be in flight:
+		// net/http's default keeps two, and a busy agent would open and
+		// close connections all day.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = limiter.maxInFlight
+		next = t
 	}
 	if base.Timeout == 0 {
 		next = &deadlineTransport{next: next, timeout: timeout}
 	}
 	rest = new(http.Client)
 	*rest = *base
-	rest.Transport = &wire.LimitedTransport{Next: next, Limiter: limiter}
+	rest.Transport = &LimitedTransport{Next: next, Limiter: limiter}
 	return rest, socket
 }

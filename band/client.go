@@ -1,0 +1,370 @@
+// Package band is a typed client for the room tools of Band's agent API:
+// who the agent is, a room's participants (list, add, remove), the peers
+// it may add, new rooms, and a room's context. It is the client a handler
+// reaches through bandonce.Message and the one a setup script or an
+// operator's tool uses outside any handler:
+//
+//	client, err := band.New(band.Config{APIKey: os.Getenv("BAND_API_KEY")})
+//	if err != nil { ... }
+//	peers, err := client.Peers(ctx, "")
+//
+// Reads, adds and removes are retried on transient failures (transport
+// errors, 429, 5xx) with full-jitter backoff; creating a room is sent once,
+// because Band has no idempotency key and a repeat would be a second room.
+// Every non-2xx answer is an *APIError, the same type as bandonce.APIError.
+//
+// Sending messages and events is not here: inside a handler they go through
+// bandonce.Message, which guards each against being sent twice.
+package band
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/band-once/bandonce/internal/keyguard"
+	"github.com/band-once/bandonce/internal/wire"
+)
+
+// DefaultBaseURL is Band's production REST root.
+const DefaultBaseURL = "https://app.band.ai/api/v1"
+
+// APIError is the error every non-2xx answer from Band becomes; it is the
+// type bandonce.APIError names too.
+type APIError = wire.APIError
+
+// Config configures a Client. Only APIKey is required.
+type Config struct {
+	// APIKey is the agent's Band API key, sent as X-API-Key. Required.
+	APIKey string
+	// BaseURL is the REST root. Empty means DefaultBaseURL.
+	BaseURL string
+	// HTTPClient sends every request. Nil means http.DefaultTransport.
+	// Unless it has a Timeout of its own, each request is bounded by
+	// RequestTimeout.
+	HTTPClient *http.Client
+	// RequestTimeout bounds each HTTP request. Zero means 30 s.
+	RequestTimeout time.Duration
+	// Retry bounds the retries of transient failures. Its zero value is
+	// the default.
+	Retry RetryPolicy
+	// Logger receives one Debug record per retry, with the key scrubbed
+	// from it. Nil discards them.
+	Logger *slog.Logger
+	// InsecurePlaintext accepts a plain http BaseURL to a host that is
+	// not loopback, where the key would cross the network in clear. False
+	// refuses it, as bandonce.Config does (docs/security.md).
+	InsecurePlaintext bool
+}
+
+// String, GoString, Format and LogValue show a Config with its APIKey
+// replaced by "[redacted]", so printing or logging one never shows the key.
+func (c Config) String() string { return c.redacted("%+v") }
+
+// GoString is the %#v form, with the APIKey redacted.
+func (c Config) GoString() string { return c.redacted("%#v") }
+
+// Format writes GoString for %#v and String for every other verb.
+func (c Config) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		_, _ = io.WriteString(f, c.GoString())
+		return
+	}
+	_, _ = io.WriteString(f, c.String())
+}
+
+// LogValue is String.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// printableConfig has Config's fields and none of its methods.
+type printableConfig Config
+
+func (c Config) redacted(format string) string {
+	if c.APIKey != "" {
+		c.APIKey = keyguard.Redacted
+	}
+	return strings.Replace(fmt.Sprintf(format, printableConfig(c)), "band.printableConfig{", "band.Config{", 1)
+}
+
+// RetryPolicy bounds the retries of transient failures with full-jitter
+// exponential backoff, as bandonce.RetryPolicy does for the shell.
+type RetryPolicy struct {
+	// MaxAttempts is how many times one request is tried in all. Zero
+	// means 5.
+	MaxAttempts int
+	// BaseDelay is the first backoff ceiling. Zero means 200 ms.
+	BaseDelay time.Duration
+	// MaxDelay caps every backoff ceiling. Zero means 5 s.
+	MaxDelay time.Duration
+	// MaxRetryAfter caps a server's Retry-After hint. Zero means MaxDelay.
+	MaxRetryAfter time.Duration
+	// Seed seeds the jitter. Zero means a seed drawn at random.
+	Seed uint64
+}
+
+// Client calls the room tools of Band's agent API. It is safe for
+// concurrent use.
+type Client struct {
+	api *wire.Client
+}
+
+// New validates cfg and returns a Client. It makes no request.
+func New(cfg Config) (*Client, error) {
+	if strings.TrimSpace(cfg.APIKey) == "" {
+		return nil, errors.New("band: Config.APIKey is required")
+	}
+	base, err := url.Parse(strings.TrimRight(cmp.Or(cfg.BaseURL, DefaultBaseURL), "/"))
+	switch {
+	case err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "":
+		return nil, errors.New("band: Config.BaseURL: want an absolute http(s) URL")
+	case keyguard.KeyInURL(base):
+		return nil, errors.New("band: Config.BaseURL must not carry a credential: set APIKey, which is sent as a header and never shown")
+	case keyguard.InClear(base) && !cfg.InsecurePlaintext:
+		return nil, errors.New("band: Config.BaseURL: plain http to a host that is not loopback: the API key would cross the network in clear; use https, or set InsecurePlaintext to accept that")
+	}
+	p := cfg.Retry
+	switch {
+	case cfg.RequestTimeout < 0:
+		return nil, errors.New("band: Config.RequestTimeout must not be negative")
+	case p.MaxAttempts < 0, p.BaseDelay < 0, p.MaxDelay < 0, p.MaxRetryAfter < 0:
+		return nil, errors.New("band: Config.Retry: values must not be negative")
+	}
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, 5)
+	p.BaseDelay = cmp.Or(p.BaseDelay, 200*time.Millisecond)
+	p.MaxDelay = cmp.Or(p.MaxDelay, 5*time.Second)
+	p.MaxRetryAfter = cmp.Or(p.MaxRetryAfter, p.MaxDelay)
+	if p.BaseDelay > p.MaxDelay {
+		return nil, errors.New("band: Config.Retry.BaseDelay must not exceed MaxDelay")
+	}
+	if p.Seed == 0 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		p.Seed = binary.LittleEndian.Uint64(b[:])
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	rest, _ := wire.RequestClients(cfg.HTTPClient, cmp.Or(cfg.RequestTimeout, 30*time.Second), wire.NewLimiter(32, p.MaxRetryAfter))
+	doer := wire.NewRetryDoer(rest, wire.RetryOptions{
+		MaxAttempts: p.MaxAttempts, BaseDelay: p.BaseDelay, MaxDelay: p.MaxDelay,
+		MaxRetryAfter: p.MaxRetryAfter, Seed: p.Seed, Logger: keyguard.Logger(logger, keyguard.New(cfg.APIKey)),
+	})
+	return &Client{api: wire.NewClient(base.String(), cfg.APIKey, doer)}, nil
+}
+
+// Agent is the agent an API key belongs to.
+type Agent struct {
+	ID string
+	// Name is its display name; Handle is "owner_handle/agent_slug".
+	Name, Handle string
+}
+
+// Participant is one participant of a room.
+type Participant struct {
+	ID string
+	// Type is "User" or "Agent"; Role is "owner", "admin" or "member".
+	Type, Role string
+	// Name is the display name; Handle the username, or owner/slug for an
+	// agent ("" if Band did not say).
+	Name, Handle string
+	// Status is Band's participant status.
+	Status string
+}
+
+// Peer is an agent or user this agent may add to a room.
+type Peer struct {
+	ID string
+	// Type is "User" or "Agent"; Name the display name; Handle the
+	// handle without "@".
+	Type, Name, Handle string
+	// Description describes an agent ("" if none).
+	Description string
+	// Source says how the peer is known: "registry" (the owner, sibling
+	// and global agents) or "contact".
+	Source    string
+	IsContact bool
+}
+
+// Room is a chat room.
+type Room struct {
+	ID string
+	// Title is "" when Band has not titled it yet.
+	Title      string
+	TaskID     string
+	InsertedAt time.Time
+}
+
+// ContextItem is one entry of a room's context as the agent sees it: its
+// own messages and events, and the text messages that mention it.
+type ContextItem struct {
+	ID string
+	// Content is the text as stored, with @[[uuid]] mention markers.
+	Content string
+	// MessageType is "text" or an event type (thought, tool_call, ...).
+	MessageType                      string
+	SenderID, SenderType, SenderName string
+	InsertedAt                       time.Time
+	// Metadata is the message's metadata: an event's own metadata, a text
+	// message's mentions.
+	Metadata map[string]any
+}
+
+// Roles a participant may have.
+const (
+	RoleOwner  = "owner"
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+)
+
+// Me returns the agent the API key belongs to.
+func (c *Client) Me(ctx context.Context) (Agent, error) {
+	a, err := c.api.Me(ctx)
+	if err != nil {
+		return Agent{}, err
+	}
+	return Agent{ID: a.ID, Name: a.Name, Handle: a.Handle}, nil
+}
+
+// Participants lists a room's participants.
+func (c *Client) Participants(ctx context.Context, roomID string) ([]Participant, error) {
+	ps, err := c.api.Participants(ctx, roomID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Participant, len(ps))
+	for i, p := range ps {
+		out[i] = participant(p)
+	}
+	return out, nil
+}
+
+// Participant finds a room's participant by handle, as Band resolves a
+// mention by handle: the username of a user, owner/slug of an agent, with
+// or without a leading "@". ok is false when no participant has it.
+func (c *Client) Participant(ctx context.Context, roomID, handle string) (p Participant, ok bool, err error) {
+	ps, err := c.Participants(ctx, roomID)
+	if err != nil {
+		return Participant{}, false, err
+	}
+	handle = strings.TrimPrefix(handle, "@")
+	i := slices.IndexFunc(ps, func(p Participant) bool { return p.Handle != "" && p.Handle == handle })
+	if i < 0 {
+		return Participant{}, false, nil
+	}
+	return ps[i], true, nil
+}
+
+// AddParticipant adds participantID to a room with role ("" means
+// member). Adding someone already in the room is not an error: when Band
+// refuses the add (409 or 422) and the participant is then found in the
+// room, that participant is returned, so a repeated add (a redelivered
+// message, a retry after a lost answer) has the effect of one.
+func (c *Client) AddParticipant(ctx context.Context, roomID, participantID, role string) (Participant, error) {
+	p, err := c.api.AddParticipant(ctx, roomID, participantID, role)
+	if err == nil {
+		return participant(*p), nil
+	}
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && (apiErr.Status == http.StatusConflict || apiErr.Status == http.StatusUnprocessableEntity) {
+		if found, ok := c.find(ctx, roomID, participantID); ok {
+			return found, nil
+		}
+	}
+	return Participant{}, err
+}
+
+// RemoveParticipant takes participantID out of a room. Removing someone
+// who is not in it is not an error: when Band answers 404 or 422 and the
+// room's list (which Band still serves the agent) does not have them, the
+// call succeeds, so a repeated remove has the effect of one.
+func (c *Client) RemoveParticipant(ctx context.Context, roomID, participantID string) error {
+	_, err := c.api.RemoveParticipant(ctx, roomID, participantID)
+	if err == nil {
+		return nil
+	}
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && (apiErr.Status == http.StatusNotFound || apiErr.Status == http.StatusUnprocessableEntity) {
+		ps, listErr := c.Participants(ctx, roomID)
+		if listErr == nil && !slices.ContainsFunc(ps, func(p Participant) bool { return p.ID == participantID }) {
+			return nil
+		}
+	}
+	return err
+}
+
+func (c *Client) find(ctx context.Context, roomID, participantID string) (Participant, bool) {
+	ps, err := c.Participants(ctx, roomID)
+	if err != nil {
+		return Participant{}, false
+	}
+	i := slices.IndexFunc(ps, func(p Participant) bool { return p.ID == participantID })
+	if i < 0 {
+		return Participant{}, false
+	}
+	return ps[i], true
+}
+
+// Peers lists the agents and users this agent may add to rooms, every
+// page of them. notInRoom, if set, leaves out that room's participants.
+func (c *Client) Peers(ctx context.Context, notInRoom string) ([]Peer, error) {
+	ps, err := c.api.Peers(ctx, notInRoom)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Peer, len(ps))
+	for i, p := range ps {
+		out[i] = Peer{ID: p.ID, Type: p.Type, Name: p.Name, Handle: p.Handle, Description: p.Description, Source: p.Source, IsContact: p.IsContact}
+	}
+	return out, nil
+}
+
+// CreateRoom creates a room owned by the agent. A non-blank title locks
+// it; "" lets Band title the room from its first message. The request is
+// sent once: after a transport error or a 5xx the room may or may not
+// exist, and only the agent's room list can tell.
+func (c *Client) CreateRoom(ctx context.Context, title string) (Room, error) {
+	r, err := c.api.CreateChat(ctx, title)
+	if err != nil {
+		return Room{}, err
+	}
+	return Room{ID: r.ID, Title: r.Title, TaskID: r.TaskID, InsertedAt: r.InsertedAt}, nil
+}
+
+// Context reads a room's whole context, oldest first: the agent's own
+// messages and events and the text messages that mention it.
+func (c *Client) Context(ctx context.Context, roomID string) ([]ContextItem, error) {
+	var items []ContextItem
+	cursor := ""
+	for {
+		page, err := c.api.Context(ctx, roomID, cursor, 100)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range page.Items {
+			items = append(items, ContextItem{
+				ID: m.ID, Content: m.Content, MessageType: m.MessageType,
+				SenderID: m.SenderID, SenderType: m.SenderType, SenderName: m.SenderName,
+				InsertedAt: m.InsertedAt, Metadata: m.Metadata,
+			})
+		}
+		if !page.HasMore || page.NextCursor == "" {
+			return items, nil
+		}
+		cursor = page.NextCursor
+	}
+}
+
+func participant(p wire.Participant) Participant {
+	return Participant{ID: p.ID, Type: p.Type, Role: p.Role, Name: p.Name, Handle: p.Handle, Status: p.Status}
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/band-once/bandonce/internal/procgroup"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bandonce-test")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	code := 0
+	func() {
+		defer os.RemoveAll(dir)
+		goleak.VerifyTestMain(exitCatcher{m, &code})
+	}()
+	os.Exit(code)
+}
+
+// exitCatcher lets TestMain clean up after goleak's run.
+type exitCatcher struct {
+	m    *testing.M
+	code *int
+}
+
+func (e exitCatcher) Run() int { *e.code = e.m.Run(); return *e.code }
+
+var builds sync.Map // package path -> *buildOnce
+
+type buildOnce struct {
+	once sync.Once
+	bin  string
+	err  error
+	out  []byte
+}
+
+// build compiles a package of this module once per test run.
+func build(t *testing.T, pkg string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs agents as processes")
+	}
+	v, _ := builds.LoadOrStore(pkg, &buildOnce{})
+	b := v.(*buildOnce)
+	b.once.Do(func() {
+		name := strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_")
+		if name == "" {
+			name = "bandonce"
+		}
+		b.bin = filepath.Join(binDir, name)
+		b.out, b.err = exec.Command("go", "build", "-o", b.bin, pkg).CombinedOutput()
+	})
+	require.NoError(t, b.err, string(b.out))
+	return b.bin
+}
+
+func bandonceBin(t *testing.T) string { return build(t, ".") }
+func echoBin(t *testing.T) string     { return build(t, "../../examples/echo") }
+func flawedBin(t *testing.T) string   { return build(t, "./testdata/flawed") }
+
+// proc is a command run as a process, its output kept.
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan struct{}
+}
+
+func start(t *testing.T, env []string, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(name, args...), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	require.NoError(t, p.cmd.Start())
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(limit):
+		t.Fatalf("still running after %s; stderr:\n%s", limit, p.stderr.String())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// readPids reads the pids a spawner.sh agent wrote.
+func readPids(t *testing.T, path string) []int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []int
+	for _, f := range strings.Fields(string(data)) {
+		n, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		out = append(out, n)
+	}
+	return out
+}
+
+// requireAllGone fails unless every pid is gone within a second (a
+// zombie, dead but not reaped yet, counts as gone).
+func requireAllGone(t *testing.T, pids []int) {
+	t.Helper()
+	require.NotEmpty(t, pids, "the agent wrote no pids")
+	deadline := time.Now().Add(time.Second)
+	for len(procgroup.Alive(pids)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Empty(t, procgroup.Alive(pids), "processes of the agent outlived the run")
+}

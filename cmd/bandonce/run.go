@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/bridge"
+	"github.com/band-once/bandonce/internal/keyguard"
+	"github.com/band-once/bandonce/internal/procgroup"
+)
+
+type runOptions struct {
+	argv      []string
+	forward   string
+	cancelURL string
+	key       string
+	grace     time.Duration
+	timeout   time.Duration
+	attempts  int
+	once      bool
+	verbose   bool
+}
+
+func parseRun(args []string, stderr io.Writer) (runOptions, error) {
+	var o runOptions
+	fs := flag.NewFlagSet("bandonce run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: bandonce run [flags] -- <command> [args...]
+       bandonce run -forward https://host/path [flags]
+
+Serves every room of the agent named by BAND_API_KEY (BAND_BASE_URL or
+BAND_REST_URL, BAND_WS_URL) exactly once, running the command per message
+or forwarding it. See docs/bandonce.md.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.forward, "forward", "", "POST each message as JSON to this `URL` instead of running a command")
+	fs.StringVar(&o.cancelURL, "cancel-url", "", "where forward mode's cancel calls go (default: the forward URL's path + /cancel)")
+	fs.StringVar(&o.key, "key", "", "dedup key `template`: {message_id}, {room_id}, {sender_id} (default msg:{message_id})")
+	fs.DurationVar(&o.grace, "grace", bridge.DefaultGrace, "time between SIGTERM and SIGKILL of a cancelled command; also how long a running command may finish on shutdown")
+	fs.DurationVar(&o.timeout, "timeout", 0, "bound one message's work; when it runs out the work is cancelled and counts as a failure (default: none)")
+	fs.IntVar(&o.attempts, "max-attempts", 3, "failures before a message is dead-lettered")
+	fs.BoolVar(&o.once, "once", false, "answer what is waiting in every room, then exit (for cron and batch jobs)")
+	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.argv = fs.Args()
+	switch {
+	case o.forward == "" && len(o.argv) == 0:
+		return o, errors.New("no command: put it after --, e.g. bandonce run -- ./reply.sh (or use -forward URL)")
+	case o.forward != "" && len(o.argv) > 0:
+		return o, errors.New("-forward and a command are exclusive: choose one")
+	case o.cancelURL != "" && o.forward == "":
+		return o, errors.New("-cancel-url needs -forward")
+	case o.grace <= 0:
+		return o, errors.New("-grace must be positive")
+	case o.timeout < 0 || o.attempts < 1:
+		return o, errors.New("-timeout must not be negative and -max-attempts must be at least 1")
+	}
+	return o, nil
+}
+
+// baseURL is the REST root from the environment Band's SDKs and our
+// examples read: BAND_BASE_URL, else BAND_REST_URL (the host) with
+// /api/v1, else Band's own.
+func baseURL(getenv func(string) string) string {
+	if u := getenv("BAND_BASE_URL"); u != "" {
+		return u
+	}
+	if u := getenv("BAND_REST_URL"); u != "" {
+		return strings.TrimRight(u, "/") + "/api/v1"
+	}
+	return bandonce.DefaultBaseURL
+}
+
+// handler is a bridge's Handler and what it must finish before exit.
+type handler interface {
+	Handle(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error)
+}
+
+func runMain(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	o, err := parseRun(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bandonce run:", err)
+		return exitCannot
+	}
+	key := getenv("BAND_API_KEY")
+	if key == "" {
+		fmt.Fprintln(stderr, "bandonce run: BAND_API_KEY is not set: export the agent's API key")
+		return exitCannot
+	}
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	// The command's stderr is logged too: scrub the key from it, as the
+	// Shell scrubs its own records.
+	logger := keyguard.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), keyguard.New(key))
+	opts := bridge.Options{KeyTemplate: o.key, Grace: o.grace, Logger: logger}
+	var h handler
+	wait := func() {}
+	if o.forward != "" {
+		f, err := bridge.NewForward(o.forward, bridge.ForwardOptions{Options: opts, CancelURL: o.cancelURL})
+		if err != nil {
+			fmt.Fprintln(stderr, "bandonce run:", err)
+			return exitCannot
+		}
+		h, wait = f, f.Wait
+		logger.Info("bandonce run: forwarding", "url", o.forward, "cancel_url", f.CancelURL())
+	} else {
+		c, err := bridge.NewCommand(o.argv, opts)
+		if err != nil {
+			fmt.Fprintln(stderr, "bandonce run:", err)
+			return exitCannot
+		}
+		h = c
+		// The orphans a command's children leave come here, to be
+		// killed with the rest of the command.
+		_ = procgroup.BecomeSubreaper()
+	}
+	shell, err := bandonce.New(bandonce.Config{
+		APIKey:         key,
+		BaseURL:        baseURL(getenv),
+		SocketURL:      getenv("BAND_WS_URL"),
+		Handler:        h.Handle,
+		Logger:         logger,
+		HandlerTimeout: o.timeout,
+		MaxAttempts:    o.attempts,
+		// On shutdown a running command may finish for the grace, then
+		// it is cancelled: SIGTERM, and SIGKILL after the grace more.
+		ShutdownTimeout: o.grace,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "bandonce run:", err)
+		return exitCannot
+	}
+	if o.once {
+		res, err := shell.Drain(ctx)
+		wait()
+		if err == nil && !res.Drained {
+			fmt.Fprintln(stderr, "bandonce run: stopped before every room was drained; run again to finish")
+			return exitFailed
+		}
+		if err == nil {
+			logger.Info("bandonce run: drained every room", "rooms", res.Rooms, "replied", res.Settled[bandonce.Replied], "stopped_rooms", len(res.Stopped))
+			return exitOK
+		}
+		return explainRun(err, stderr)
+	}
+	err = shell.Run(ctx)
+	wait()
+	if err == nil {
+		logger.Info("bandonce run: stopped")
+		return exitOK
+	}
+	return explainRun(err, stderr)
+}
+
+// explainRun turns the Shell's error into what the user should know, and
+// the exit status.
+func explainRun(err error, stderr io.Writer) int {
+	switch {
+	case errors.Is(err, bandonce.ErrUnauthorized):
+		fmt.Fprintln(stderr, "bandonce run: the API key in BAND_API_KEY was rejected by Band; check that it is this agent's key:", err)
+		return exitFailed
+	case errors.Is(err, bandonce.ErrSuperseded):
+		fmt.Fprintln(stderr, "bandonce run: another connection of this agent took over; this one stops (run one bandonce run per agent)")
+		return exitFailed
+	}
+	fmt.Fprintln(stderr, "bandonce run:", err)
+	return exitFailed
+}

@@ -1,0 +1,169 @@
+// Command flawed is a Band agent with one deliberate flaw, named by a flag,
+// for bandonce verify's tests. It polls every room's /messages/next with
+// Go's standard library, survives transient errors and exits 0 on
+// SIGTERM; then:
+//
+//	-ack-first  marks a message processed before it posts the reply, so a
+//	            crash in between loses the reply for good
+//	-deaf       opens Band's socket and joins its control topic, so
+//	            interrupt, stop and supersede reach it, and ignores them all
+//
+// Every reply carries a dedup marker; there is no guard.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/band-once/bandonce/internal/phoenix"
+)
+
+var (
+	base = strings.TrimRight(os.Getenv("BAND_BASE_URL"), "/")
+	key  = os.Getenv("BAND_API_KEY")
+	mark = regexp.MustCompile(`@\[\[[0-9A-Fa-f-]{36}\]\]\s*`)
+
+	ackFirst = flag.Bool("ack-first", false, "mark processed before posting the reply")
+	deaf     = flag.Bool("deaf", false, "join the control topic and ignore every signal")
+)
+
+func call(ctx context.Context, method, path string, body, out any) (int, error) {
+	var r io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, r)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("X-API-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	if out != nil && resp.StatusCode == http.StatusOK {
+		return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode, nil
+}
+
+type message struct {
+	ID       string `json:"id"`
+	Content  string `json:"content"`
+	SenderID string `json:"sender_id"`
+}
+
+func handle(ctx context.Context, room string, m message) error {
+	path := "/agent/chats/" + room + "/messages/" + m.ID
+	if _, err := call(ctx, "POST", path+"/processing", struct{}{}, nil); err != nil {
+		return err
+	}
+	if *ackFirst {
+		// The flaw: the message is settled before its reply exists.
+		if _, err := call(ctx, "POST", path+"/processed", struct{}{}, nil); err != nil {
+			return err
+		}
+	}
+	if *deaf {
+		time.Sleep(100 * time.Millisecond) // some work, during which a signal may come
+	}
+	text := strings.TrimSpace(mark.ReplaceAllString(m.Content, ""))
+	reply := map[string]any{"message": map[string]any{
+		"content":  "echo: " + text + "\n[dedup_key:flawed:" + m.ID + "]",
+		"mentions": []map[string]string{{"id": m.SenderID}},
+	}}
+	if _, err := call(ctx, "POST", "/agent/chats/"+room+"/messages", reply, nil); err != nil {
+		return err
+	}
+	if !*ackFirst {
+		_, err := call(ctx, "POST", path+"/processed", struct{}{}, nil)
+		return err
+	}
+	return nil
+}
+
+// listen keeps a socket joined to the agent's control topic, and ignores
+// what comes on it.
+func listen(ctx context.Context) {
+	var me struct {
+		Data struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	for ctx.Err() == nil {
+		if _, err := call(ctx, "GET", "/agent/me", nil, &me); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sock := phoenix.New(phoenix.Config{URL: os.Getenv("BAND_WS_URL"), APIKey: key, AgentID: me.Data.ID})
+	sock.Join("agent_control:"+me.Data.ID, func(string, json.RawMessage) {})
+	_ = sock.Run(ctx)
+}
+
+func poll(ctx context.Context) error {
+	var chats struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if _, err := call(ctx, "GET", "/agent/chats", nil, &chats); err != nil {
+		return err
+	}
+	for _, c := range chats.Data {
+		var next struct {
+			Data message `json:"data"`
+		}
+		status, err := call(ctx, "GET", "/agent/chats/"+c.ID+"/messages/next", nil, &next)
+		if err != nil {
+			return err
+		}
+		if status == http.StatusOK {
+			if err := handle(ctx, c.ID, next.Data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func main() {
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *deaf {
+		done := make(chan struct{})
+		go func() { defer close(done); listen(ctx) }()
+		defer func() { <-done }()
+	}
+	for ctx.Err() == nil {
+		if err := poll(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			time.Sleep(50 * time.Millisecond) // a transient error: poll again
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/band-once/bandonce/internal/procgroup"
+	"github.com/band-once/bandonce/internal/procverify"
+)
+
+// defaultVerifySeed seeds the schedules when -seed is not given.
+const defaultVerifySeed = 1
+
+type verifyOptions struct {
+	cfg     procverify.Config
+	json    bool
+	verbose bool
+}
+
+func parseVerify(args []string, stderr io.Writer) (verifyOptions, error) {
+	var o verifyOptions
+	fs := flag.NewFlagSet("bandonce verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: bandonce verify [flags] -- <command> [args...]\n\nchecks:\n")
+		for _, c := range procverify.Checks {
+			fmt.Fprintf(stderr, "  %-19s %s\n", c.Name, c.Doc)
+		}
+		fmt.Fprintf(stderr, "\nflags:\n")
+		fs.PrintDefaults()
+	}
+	fs.Int64Var(&o.cfg.Seed, "seed", defaultVerifySeed, "master `seed`: schedule i of a check uses seed+i")
+	fs.IntVar(&o.cfg.Schedules, "schedules", procverify.DefaultSchedules, "schedules per check")
+	checks := fs.String("check", "", "run only these checks, comma-separated (default: every check)")
+	fs.BoolVar(&o.cfg.NoSocket, "no-socket", false, "the agent has no socket: skip the checks that need one (control signals, socket faults, supersede)")
+	fs.BoolVar(&o.cfg.MayNotReply, "may-not-reply", false, "the agent may consume a message without answering it")
+	fs.IntVar(&o.cfg.Parallel, "parallel", 0, "schedules run at once (default min(GOMAXPROCS, 4))")
+	fs.DurationVar(&o.cfg.Grace, "grace", 15*time.Second, "how long the agent has to exit after SIGTERM or a supersede")
+	fs.DurationVar(&o.cfg.ConnectTimeout, "connect-timeout", 30*time.Second, "how long to wait for the agent's first request")
+	fs.IntVar(&o.cfg.ShrinkBudget, "shrink", 48, "runs spent shrinking the first violation to a minimal witness")
+	fs.BoolVar(&o.json, "json", false, "print the receipt as JSON")
+	fs.BoolVar(&o.verbose, "v", false, "trace every schedule and show the agent's output on stderr")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.cfg.Command = fs.Args()
+	if len(o.cfg.Command) == 0 {
+		return o, errors.New("no agent command: put it after --, e.g. bandonce verify -- python3 agent.py")
+	}
+	if o.cfg.Schedules < 1 {
+		return o, errors.New("-schedules must be at least 1")
+	}
+	if *checks != "" {
+		for _, c := range strings.Split(*checks, ",") {
+			c = strings.TrimSpace(c)
+			if _, ok := procverify.CheckNamed(c); !ok {
+				return o, fmt.Errorf("-check: unknown check %q", c)
+			}
+			o.cfg.Checks = append(o.cfg.Checks, c)
+		}
+	}
+	// The replay commands repeat the flags that change what is judged.
+	var replay []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "no-socket", "may-not-reply":
+			replay = append(replay, "-"+f.Name)
+		case "grace", "connect-timeout":
+			replay = append(replay, "-"+f.Name+" "+f.Value.String())
+		}
+	})
+	o.cfg.ReplayFlags = strings.Join(replay, " ")
+	return o, nil
+}
+
+func verifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseVerify(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bandonce verify:", err)
+		return exitCannot
+	}
+	// Orphans of the agent's killed processes come here to be killed and
+	// reaped, so none outlives the run.
+	_ = procgroup.BecomeSubreaper()
+	defer procgroup.ReapOrphans()
+
+	var mu sync.Mutex
+	say := func(line string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintln(stderr, line)
+	}
+	if o.verbose {
+		o.cfg.Trace, o.cfg.Output = say, say
+	}
+	if !o.json {
+		o.cfg.Progress = func(done, total int) {
+			if done == total || done%10 == 0 {
+				say(fmt.Sprintf("bandonce verify: %d of %d schedules", done, total))
+			}
+		}
+	}
+	rep, err := procverify.Run(ctx, o.cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "bandonce verify: could not run:", err)
+		var re *procverify.RunError
+		if errors.As(err, &re) {
+			for _, line := range re.Output {
+				fmt.Fprintln(stderr, "  | "+line)
+			}
+			if errors.Is(err, procverify.ErrInterrupted) {
+				fmt.Fprintln(stderr, "bandonce verify: the agent's processes were killed; no verdict")
+			}
+		}
+		return exitCannot
+	}
+	if o.json {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteText(stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bandonce verify:", err)
+		return exitCannot
+	}
+	if !rep.Held {
+		return exitViolated
+	}
+	return exitOK
+}

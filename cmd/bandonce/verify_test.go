@@ -1,0 +1,155 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// witness returns the witness lines of a receipt.
+func witness(receipt string) []string {
+	var out []string
+	in := false
+	for _, line := range strings.Split(receipt, "\n") {
+		switch {
+		case strings.HasPrefix(line, "minimal witness"):
+			in = true
+		case in && regexp.MustCompile(`^\s+\d+\. `).MatchString(line):
+			out = append(out, strings.TrimSpace(line))
+		case in:
+			return out
+		}
+	}
+	return out
+}
+
+func TestVerifyHoldsForTheEchoExample(t *testing.T) {
+	bin, echo := bandonceBin(t), echoBin(t)
+	p := start(t, nil, bin, "verify", "-schedules", "2", "-check", "kill-after-post,lost-ack,interrupt,stop-and-play,supersede", "--", echo)
+	code := p.wait(t, 2*time.Minute)
+	out := p.stdout.String()
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+	assert.Contains(t, out, "exactly-once held across 10 schedules: 0 double-posts, 0 lost messages")
+	assert.Contains(t, out, "replay               bandonce verify -seed 1 -schedules 2 -check kill-after-post,lost-ack,interrupt,stop-and-play,supersede -- "+echo)
+	assert.Regexp(t, `interrupt-silence\s+[1-9]\d*\s+0`, out, "interrupts reached the agent and were judged")
+	assert.Regexp(t, `supersede\s+[1-9]\d*\s+0`, out, "supersedes reached the agent and were judged")
+}
+
+func TestVerifyCatchesAnUnguardedPythonPollerWithAMinimalWitness(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed: the Python agent cannot run")
+	}
+	bin := bandonceBin(t)
+	agent, err := filepath.Abs("testdata/unguarded_poller.py")
+	require.NoError(t, err)
+	p := start(t, nil, bin, "verify", "-no-socket", "-check", "kill-after-post", "-schedules", "2", "--", python, agent)
+	code := p.wait(t, 3*time.Minute)
+	out := p.stdout.String()
+	require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+	assert.Regexp(t, `first violation      kill-after-post, seed \d+: no-double-post: r1m1 got 2 replies`, out)
+	assert.Equal(t, []string{
+		`1. a human says "r1m1" in room 1`,
+		"2. on the 1st POST messages (a reply): SIGKILL the agent's process group, then apply the request (its answer is lost)",
+	}, witness(out))
+	assert.Regexp(t, `replay it            bandonce verify -seed \d+ -schedules 1 -check kill-after-post -no-socket -- `, out)
+	assert.Contains(t, out, "exactly-once did NOT hold")
+}
+
+func TestVerifyCatchesAGoAgentThatAcknowledgesBeforeItPosts(t *testing.T) {
+	bin, agent := bandonceBin(t), flawedBin(t)
+	p := start(t, nil, bin, "verify", "-no-socket", "-check", "kill-before-post", "-schedules", "1", "--", agent, "-ack-first")
+	code := p.wait(t, 3*time.Minute)
+	out := p.stdout.String()
+	require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+	assert.Contains(t, out, "one-outcome: r1m1 was marked processed before its reply was posted")
+	assert.Equal(t, []string{`1. a human says "r1m1" in room 1`}, witness(out))
+}
+
+// An agent that hears Band's signals and ignores them breaks the rule
+// each check is about, and the witness holds the signal at the claim.
+func TestVerifyCatchesAnAgentDeafToSignals(t *testing.T) {
+	bin, agent := bandonceBin(t), flawedBin(t)
+	for check, reason := range map[string]string{
+		"interrupt":     "interrupt-silence: r1m1's reply was sent after the interrupt reached the agent",
+		"stop-and-play": "stop-silence: the agent sent a reply in room 1 after its stop reached it, before play",
+		"supersede":     "supersede: the agent (life 1)",
+	} {
+		t.Run(check, func(t *testing.T) {
+			p := start(t, nil, bin, "verify", "-check", check, "-schedules", "3", "--", agent, "-deaf")
+			code := p.wait(t, 3*time.Minute)
+			out := p.stdout.String()
+			require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+			assert.Contains(t, out, reason)
+			assert.LessOrEqual(t, len(witness(out)), 2, "a message and the signal:\n%s", out)
+		})
+	}
+}
+
+func TestVerifyCannotRunSaysWhy(t *testing.T) {
+	bin := bandonceBin(t)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--", "/nonexistent/agent"}, "could not run: the agent's command was not found"},
+		{[]string{"-connect-timeout", "300ms", "--", "sleep", "60"}, "could not run: the agent never connected: no request reached BAND_BASE_URL within 300ms"},
+		{[]string{"--", "sh", "-c", "echo the key is missing >&2; exit 3"}, "could not run: the agent never connected: it ended (exit status 3) before its first request"},
+		{[]string{"-check", "nope", "--", "true"}, `-check: unknown check "nope"`},
+		{nil, "no agent command"},
+	}
+	for _, c := range cases {
+		p := start(t, nil, bin, append([]string{"verify"}, c.args...)...)
+		assert.Equal(t, exitCannot, p.wait(t, 30*time.Second), "%v", c.args)
+		assert.Contains(t, p.stderr.String(), c.want, "%v", c.args)
+	}
+	p := start(t, nil, bin, "verify", "--", "sh", "-c", "echo the key is missing >&2; exit 3")
+	p.wait(t, 30*time.Second)
+	assert.Contains(t, p.stderr.String(), "| the key is missing", "the agent's last words are shown")
+}
+
+// No process of the agent survives a run, whatever ends it: the agent
+// leaves a child in its group and one in a session of its own, in every
+// life; every pid is checked after bandonce verify exits.
+func TestVerifyLeavesNoProcessOfTheAgentBehind(t *testing.T) {
+	bin, echo, flawed := bandonceBin(t), echoBin(t), flawedBin(t)
+	spawner, err := filepath.Abs("testdata/spawner.sh")
+	require.NoError(t, err)
+	run := func(t *testing.T, agent string, args ...string) (*proc, string) {
+		pids := filepath.Join(t.TempDir(), "pids")
+		p := start(t, []string{"PIDS=" + pids, "AGENT=" + agent}, bin,
+			append([]string{"verify", "-no-socket", "-check", "kill-after-post", "-schedules", "1", "-shrink", "4", "--", spawner}, args...)...)
+		return p, pids
+	}
+	t.Run("held", func(t *testing.T) {
+		p, pids := run(t, echo)
+		require.Equal(t, exitOK, p.wait(t, 2*time.Minute), "stdout:\n%s\nstderr:\n%s", p.stdout.String(), p.stderr.String())
+		got := readPids(t, pids)
+		assert.GreaterOrEqual(t, len(got), 6, "the preflight's life and the schedule's each spawned")
+		requireAllGone(t, got)
+	})
+	t.Run("violated", func(t *testing.T) {
+		p, pids := run(t, flawed, "-ack-first")
+		require.Equal(t, exitViolated, p.wait(t, 2*time.Minute), "stdout:\n%s\nstderr:\n%s", p.stdout.String(), p.stderr.String())
+		requireAllGone(t, readPids(t, pids))
+	})
+	t.Run("interrupted", func(t *testing.T) {
+		p, pids := run(t, echo)
+		deadline := time.Now().Add(30 * time.Second)
+		for len(readPids(t, pids)) < 6 { // the preflight's and the first schedule's
+			require.True(t, time.Now().Before(deadline), "the agent never started twice")
+			time.Sleep(5 * time.Millisecond)
+		}
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+		require.Equal(t, exitCannot, p.wait(t, 30*time.Second))
+		assert.Contains(t, p.stderr.String(), "interrupted before a verdict")
+		requireAllGone(t, readPids(t, pids))
+	})
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/band-once/bandonce"
+)
+
+// Handler is the agent's tool loop, the shape an LLM agent's turn takes:
+// it thinks (a thought event), calls a tool (a tool_call event, then the
+// refund itself as a journaled Step with the payment API's idempotency
+// key, then a tool_result event), asks a second participant to confirm,
+// and answers the sender. Every one of those effects happens once, however
+// often the process is killed and the message served again.
+func Handler(pay Payments) bandonce.Handler {
+	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		order := orderOf(m.Body())
+		if err := m.Event(ctx, bandonce.Event{
+			Type:    bandonce.EventThought,
+			Content: "The sender asks for a refund of " + order + ". I will refund it, then ask someone to confirm.",
+		}); err != nil {
+			return nil, err
+		}
+		args, _ := json.Marshal(map[string]string{"order": order})
+		if err := m.Event(ctx, bandonce.Event{
+			Type:    bandonce.EventToolCall,
+			Content: "refund(" + order + ")",
+			Metadata: map[string]any{"id": "call-refund", "type": "function",
+				"function": map[string]any{"name": "refund", "arguments": string(args)}},
+		}); err != nil {
+			return nil, err
+		}
+		receipt, err := m.Step(ctx, "refund", func(ctx context.Context, idempotencyKey string) ([]byte, error) {
+			id, err := pay.Refund(ctx, idempotencyKey, order)
+			return []byte(id), err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := m.Event(ctx, bandonce.Event{
+			Type:     bandonce.EventToolResult,
+			Content:  "refunded " + order + ": " + string(receipt),
+			Metadata: map[string]any{"tool_call_id": "call-refund", "success": true, "receipt": string(receipt)},
+		}); err != nil {
+			return nil, err
+		}
+		confirmer, err := secondParticipant(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.Send(ctx, bandonce.Reply{
+			Content:  "Could you confirm refund " + string(receipt) + " of " + order + "?",
+			Mentions: []string{confirmer},
+		}); err != nil {
+			return nil, err
+		}
+		return &bandonce.Reply{
+			Content:  "Refunded " + order + " (receipt " + string(receipt) + "); I asked for a confirmation.",
+			Mentions: []string{m.SenderID},
+		}, nil
+	}
+}
+
+// secondParticipant is whom the agent asks to confirm: another participant
+// of the room than itself and the sender, mentioned by handle (Band
+// resolves it), or the sender when the room has no one else.
+func secondParticipant(ctx context.Context, m *bandonce.Message) (string, error) {
+	ps, err := m.Participants(ctx)
+	if err != nil {
+		return "", err
+	}
+	me := m.Me().ID
+	for _, p := range ps {
+		if p.ID == me || p.ID == m.SenderID {
+			continue
+		}
+		if p.Handle != "" {
+			return "@" + p.Handle, nil
+		}
+		return p.ID, nil
+	}
+	return m.SenderID, nil
+}
+
+// orderOf reads the order a message is about: the word after "refund",
+// else its first word.
+func orderOf(body string) string {
+	words := strings.Fields(body)
+	for i, w := range words {
+		if strings.EqualFold(w, "refund") && i+1 < len(words) {
+			return strings.Trim(words[i+1], ".,;:!?")
+		}
+	}
+	if len(words) > 0 {
+		return words[0]
+	}
+	return "unknown"
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// runFake plays one refund request on the in-process fake Band, with a
+// fake payment API, and prints the room: the messages and the events.
+func runFake(ctx context.Context, out io.Writer, logger *slog.Logger) error {
+	fb := fakeband.New(fakeband.Options{Seed: 1})
+	defer fb.Close()
+	agent := fb.AddAgent("refunds")
+	ada, bea := fb.AddHuman("ada"), fb.AddHuman("bea")
+	room := fb.AddRoom("support", ada, agent.ID, bea.ID)
+	payments := NewPaymentsServer()
+	api := httptest.NewServer(payments)
+	defer api.Close()
+
+	shell, err := bandonce.New(bandonce.Config{
+		APIKey:     agent.Key,
+		BaseURL:    fb.BaseURL(),
+		SocketURL:  fb.SocketURL(),
+		HTTPClient: fb.HTTPClient(),
+		Handler:    Handler(&PaymentsClient{BaseURL: api.URL, HTTPClient: api.Client()}),
+		Logger:     logger,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- shell.Run(ctx) }()
+
+	msg, err := fb.Say(room.ID, ada.ID, "please refund order-17", agent.ID)
+	if err == nil {
+		err = waitProcessed(ctx, fb, agent.ID, msg)
+	}
+	cancel()
+	if runErr := <-done; runErr != nil {
+		return runErr
+	}
+	if err != nil {
+		return err
+	}
+	names := map[string]string{agent.ID: agent.Name, ada.ID: ada.Name, bea.ID: bea.Name}
+	type line struct {
+		seq  int
+		text string
+	}
+	var lines []line
+	for _, p := range fb.Posts(room.ID) {
+		to := ""
+		for _, id := range p.Mentions {
+			to += "@" + names[id] + " "
+		}
+		lines = append(lines, line{p.Seq, fmt.Sprintf("%-8s %s%s", names[p.SenderID]+":", to, bandonce.StripMentions(firstLine(p.Content)))})
+	}
+	for _, e := range fb.ChatEvents(room.ID) {
+		lines = append(lines, line{e.Seq, fmt.Sprintf("%-8s [%s] %s", names[e.SenderID]+":", e.MessageType, e.Content)})
+	}
+	sort.Slice(lines, func(i, j int) bool { return lines[i].seq < lines[j].seq })
+	for _, l := range lines {
+		fmt.Fprintln(out, l.text)
+	}
+	for order, n := range payments.Refunds() {
+		fmt.Fprintf(out, "payments: %s refunded %d time(s)\n", order, n)
+	}
+	return nil
+}
+
+// waitProcessed polls the fake's ground truth until the message is
+// processed, or gives up after ten seconds.
+func waitProcessed(ctx context.Context, fb *fakeband.Band, agentID, msgID string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for fb.Status(agentID, msgID) != fakeband.StatusProcessed {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the message was not processed in 10s (status %q)", fb.Status(agentID, msgID))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// firstLine drops the dedup marker line the shell appends to messages.
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}

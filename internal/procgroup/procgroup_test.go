@@ -1,0 +1,175 @@
+//go:build linux
+
+package procgroup
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("PROCGROUP_SUBREAPER_HELPER") == "1" {
+		subreaperHelper()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// family starts a shell that starts two sleeps, one in its own session
+// (and so its own process group), writes every pid to a file and waits.
+func family(t *testing.T, trap string) (*Process, []int) {
+	t.Helper()
+	pids := filepath.Join(t.TempDir(), "pids")
+	script := trap + `
+sleep 300 & a=$!
+setsid sleep 300 & b=$!
+echo $$ $a $b > ` + pids + `.tmp && mv ` + pids + `.tmp ` + pids + `
+wait`
+	p, err := Start(exec.Command("sh", "-c", script), Options{})
+	require.NoError(t, err)
+	t.Cleanup(p.Kill)
+	var out []int
+	waitFor(t, "the pid file", func() bool {
+		data, err := os.ReadFile(pids)
+		if err != nil {
+			return false
+		}
+		out = nil
+		for _, f := range strings.Fields(string(data)) {
+			n, err := strconv.Atoi(f)
+			require.NoError(t, err)
+			out = append(out, n)
+		}
+		return len(out) == 3
+	})
+	return p, out
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestKillEndsTheGroupAndDescendantsThatLeftIt(t *testing.T) {
+	p, pids := family(t, "")
+	require.Equal(t, p.Pid(), pids[0])
+	assert.Len(t, Alive(pids), 3)
+	assert.Contains(t, GroupMembers(p.Pid()), pids[1], "the plain child shares the leader's group")
+	assert.NotContains(t, GroupMembers(p.Pid()), pids[2], "the setsid child has a group of its own")
+
+	p.Kill()
+	require.True(t, p.Exited())
+	assert.Equal(t, -1, p.ExitCode())
+	assert.Equal(t, "signal: killed", p.ExitString())
+	waitFor(t, "every pid gone", func() bool { return len(Alive(pids)) == 0 })
+	p.Kill() // again: harmless
+}
+
+func TestTerminateLetsAGracefulLeaderExitAndKillsWhatItLeft(t *testing.T) {
+	// The leader exits 0 on SIGTERM; its children ignore SIGTERM and must
+	// be killed anyway.
+	p, pids := family(t, `trap 'exit 0' TERM`)
+	killed := p.Terminate(5 * time.Second)
+	assert.False(t, killed, "the leader exited within the grace")
+	assert.Equal(t, 0, p.ExitCode())
+	waitFor(t, "every pid gone", func() bool { return len(Alive(pids)) == 0 })
+}
+
+func TestTerminateKillsALeaderThatIgnoresSIGTERM(t *testing.T) {
+	p, pids := family(t, `trap '' TERM`)
+	start := time.Now()
+	killed := p.Terminate(200 * time.Millisecond)
+	assert.True(t, killed)
+	assert.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond)
+	waitFor(t, "every pid gone", func() bool { return len(Alive(pids)) == 0 })
+}
+
+func TestStartRefusesAMissingCommand(t *testing.T) {
+	_, err := Start(exec.Command("/nonexistent/agent"), Options{})
+	require.Error(t, err)
+}
+
+func TestReapOrphansLeavesOthersChildrenAloneUnlessSubreaper(t *testing.T) {
+	cmd := exec.Command("sleep", "300")
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	assert.Zero(t, ReapOrphans(), "not a subreaper: a child Start did not launch is not an orphan")
+	assert.Len(t, Alive([]int{cmd.Process.Pid}), 1)
+}
+
+// subreaperHelper runs in a child test binary (the subreaper setting
+// would otherwise adopt every orphan of this one): it makes an orphan in
+// a live command's group, checks that ReapOrphans leaves it, kills the
+// command's leader alone, and checks that ReapOrphans then reaps it.
+func subreaperHelper() {
+	fail := func(format string, args ...any) {
+		fmt.Printf("FAIL "+format+"\n", args...)
+		os.Exit(1)
+	}
+	if err := BecomeSubreaper(); err != nil {
+		fail("BecomeSubreaper: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "reap")
+	if err != nil {
+		fail("%v", err)
+	}
+	defer os.RemoveAll(dir)
+	pidFile := filepath.Join(dir, "pid")
+	p, err := Start(exec.Command("sh", "-c", `(sleep 300 & echo $! > `+pidFile+`.tmp; mv `+pidFile+`.tmp `+pidFile+`); exec sleep 300`), Options{})
+	if err != nil {
+		fail("%v", err)
+	}
+	var orphan int
+	for deadline := time.Now().Add(10 * time.Second); orphan == 0; {
+		if data, err := os.ReadFile(pidFile); err == nil {
+			orphan, _ = strconv.Atoi(strings.TrimSpace(string(data)))
+		}
+		if time.Now().After(deadline) {
+			fail("no orphan")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; { // its subshell exits: it is ours
+		if e, ok := readStat(orphan); ok && e.ppid == os.Getpid() {
+			break
+		}
+		if time.Now().After(deadline) {
+			fail("the orphan was never re-parented here")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := ReapOrphans(); n != 0 || len(Alive([]int{orphan})) != 1 {
+		fail("with its group's leader running, the orphan was reaped (n=%d)", n)
+	}
+	_ = p.Signal(syscall.SIGKILL) // the leader alone
+	<-p.Done()
+	if n := ReapOrphans(); n != 1 || len(Alive([]int{orphan})) != 0 {
+		fail("with its group's leader dead, the orphan was not reaped (n=%d)", n)
+	}
+	fmt.Println("OK")
+}
+
+func TestReapOrphansTakesWhatDeadLeadersLeftOnly(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "PROCGROUP_SUBREAPER_HELPER=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "OK")
+}

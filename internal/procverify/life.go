@@ -1,0 +1,358 @@
+package procverify
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/band-once/bandonce/internal/procgroup"
+)
+
+// life is one run of the agent's process, from its start until it exits.
+// Each life reaches the fake through a proxy of its own on a port of its
+// own, so nothing a dead life sent can arrive after it died.
+type life struct {
+	n       int
+	proc    *procgroup.Process
+	proxy   *proxy
+	out     *outputTail
+	started time.Time
+
+	// dead: nothing more of this life is applied to the fake. Guarded by
+	// sim.applyMu.
+	dead bool
+
+	mu            sync.Mutex
+	ended         string    // why the engine ended it (endKilled, ...); "" while it may run
+	supersededAt  time.Time // when the supersede had reached it
+	supersedeTick int
+	termAt        time.Time
+	termExit      string // how it exited after SIGTERM
+	termTook      time.Duration
+	termKilled    bool
+	connected     bool
+
+	socketsOpen atomic.Int32
+	pushMu      sync.Mutex
+	pushes      map[string]bool // correlation ids (and supersedeMark) that passed to the agent
+	sockets     []*watchedSocket
+	everSocket  bool // a socket of this life was upgraded
+}
+
+// addSocket registers a tunnel so that the end of the life closes it.
+func (l *life) addSocket(c *watchedSocket) {
+	l.pushMu.Lock()
+	defer l.pushMu.Unlock()
+	l.sockets = append(l.sockets, c)
+	l.everSocket = true
+}
+
+// listening reports whether a socket of the life is open and joined to
+// the agent's control topic: a signal sent now can reach it.
+func (l *life) listening() bool {
+	l.pushMu.Lock()
+	defer l.pushMu.Unlock()
+	for _, c := range l.sockets {
+		if c.joined.Load() && !c.closed.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitListening waits up to d for the life to be listening.
+func (l *life) awaitListening(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !l.listening() {
+		if time.Now().After(deadline) || l.proc.Exited() {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
+func (l *life) closeSockets() {
+	l.pushMu.Lock()
+	socks := l.sockets
+	l.sockets = nil
+	l.pushMu.Unlock()
+	for _, c := range socks {
+		_ = c.Close()
+	}
+}
+
+// Why the engine ended a life.
+const (
+	endKilled      = "killed"
+	endSuperseded  = "superseded"
+	endTerminated  = "terminated"
+	endCrashed     = "crashed"
+	endInterrupted = "interrupted"
+)
+
+func (l *life) reason() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
+}
+
+func (l *life) markEnded(why string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended == "" {
+		l.ended = why
+	}
+}
+
+func (l *life) markSuperseded(tick int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended == "" {
+		l.ended, l.supersededAt, l.supersedeTick = endSuperseded, time.Now(), tick
+	}
+}
+
+func (l *life) notePush(id string) {
+	l.pushMu.Lock()
+	defer l.pushMu.Unlock()
+	if l.pushes == nil {
+		l.pushes = make(map[string]bool)
+	}
+	l.pushes[id] = true
+}
+
+// waitPush waits up to d for the push id to pass to the agent's socket.
+func (l *life) waitPush(id string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		l.pushMu.Lock()
+		seen := l.pushes[id]
+		l.pushMu.Unlock()
+		if seen {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// judgeSupersede checks how a superseded life ended: non-zero, within the
+// grace.
+func (l *life) judgeSupersede(s *sim) {
+	took := time.Since(l.supersededAt)
+	switch {
+	case !l.proc.Exited():
+		s.fail(SupersedeExit, "the agent (life %d) was still running %s after it was superseded", l.n, took.Truncate(time.Millisecond))
+	case l.proc.ExitCode() == 0:
+		s.fail(SupersedeExit, "the agent (life %d) exited 0 after it was superseded; a superseded process must exit non-zero", l.n)
+	}
+}
+
+// agentEnv is the environment every life gets: the user's, without any
+// BAND_ variable (a real key must not leak into the test), and the
+// agent's own, pointing at this life's proxy.
+func (s *sim) agentEnv(p *proxy) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BAND_") {
+			env = append(env, kv)
+		}
+	}
+	root := "http://" + p.addr
+	return append(env,
+		"BAND_API_KEY="+s.agent.Key,
+		"BAND_AGENT_ID="+s.agent.ID,
+		"BAND_BASE_URL="+root+"/api/v1",
+		"BAND_REST_URL="+root,
+		"BAND_WS_URL=ws://"+p.addr+"/api/v1/socket/websocket",
+	)
+}
+
+// startLife starts a fresh process of the agent behind a fresh proxy.
+func (s *sim) startLife() error {
+	s.mu.Lock()
+	n := len(s.lives) + 1
+	s.mu.Unlock()
+	l := &life{n: n, out: newOutputTail(s.cfg.Output, fmt.Sprintf("[%s seed %d life %d] ", s.sched.Check, s.sched.Seed, n))}
+	p, err := newProxy(s, l)
+	if err != nil {
+		return err
+	}
+	l.proxy = p
+	proc, err := startAgent(s.cfg.Command, s.agentEnv(p), l.out)
+	if err != nil {
+		p.close()
+		return err
+	}
+	l.proc, l.started = proc, time.Now()
+	s.mu.Lock()
+	s.lives = append(s.lives, l)
+	s.life = l
+	s.progress = time.Now()
+	s.mu.Unlock()
+	s.trace(fmt.Sprintf("life %d starts (pid %d, proxy %s)", n, proc.Pid(), p.addr))
+	go func() {
+		<-proc.Done()
+		s.poke()
+	}()
+	return nil
+}
+
+// startAgent starts the command in a process group of its own, its output
+// going to out.
+func startAgent(command, env []string, out *outputTail) (*procgroup.Process, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Env = env
+	// A pipe of our own rather than an io.Writer: os/exec would wait for
+	// its copy to finish, which a grandchild holding the pipe can delay.
+	cmd.Stdout, cmd.Stderr = w, w
+	proc, err := procgroup.Start(cmd, procgroup.Options{DieWithParent: true})
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	go out.drain(r)
+	return proc, nil
+}
+
+// endLife makes sure l is over: nothing more of it is applied, its whole
+// process tree is killed, its proxy closed, and any orphan it left reaped.
+func (s *sim) endLife(l *life, why string) {
+	l.markEnded(why)
+	s.applyMu.Lock()
+	l.dead = true
+	s.applyMu.Unlock()
+	l.proc.Kill()
+	l.proxy.close()
+	procgroup.ReapOrphans()
+	s.trace(fmt.Sprintf("life %d ended (%s): %s", l.n, why, l.proc.ExitString()))
+}
+
+// restart kills l, if it is still the current life, applies what must be
+// applied after its death (a KillAfter's request), and starts the next
+// life.
+func (s *sim) restart(l *life, afterDeath func()) {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if s.current() != l {
+		return
+	}
+	s.endLife(l, endKilled)
+	if afterDeath != nil {
+		afterDeath()
+	}
+	if err := s.startLife(); err != nil {
+		s.fail(AgentLifecycle, "the agent could not be started again after a kill: %v", err)
+	}
+	s.poke()
+}
+
+// terminate ends the schedule's last life as a supervisor stops a service:
+// SIGTERM to the process, exit 0 expected within the grace.
+func (s *sim) terminate() {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	l := s.current()
+	if l == nil || l.proc.Exited() || l.reason() != "" {
+		if l != nil {
+			s.endLife(l, endTerminated)
+		}
+		return
+	}
+	l.mu.Lock()
+	l.ended, l.termAt = endTerminated, time.Now()
+	l.mu.Unlock()
+	s.trace(fmt.Sprintf("SIGTERM life %d", l.n))
+	_ = l.proc.Signal(syscall.SIGTERM)
+	t := time.NewTimer(s.cfg.Grace)
+	select {
+	case <-l.proc.Done():
+	case <-t.C:
+	}
+	t.Stop()
+	l.mu.Lock()
+	l.termTook = time.Since(l.termAt)
+	l.termKilled = !l.proc.Exited()
+	l.termExit = l.proc.ExitString()
+	l.mu.Unlock()
+	s.endLife(l, endTerminated)
+}
+
+// outputTail keeps the last lines a life wrote, for the report, and
+// copies them to a writer with a prefix when one is set (-v).
+type outputTail struct {
+	mu     sync.Mutex
+	lines  []string
+	echo   func(string)
+	prefix string
+	done   chan struct{}
+}
+
+const keepLines = 20
+
+func newOutputTail(echo func(string), prefix string) *outputTail {
+	return &outputTail{echo: echo, prefix: prefix, done: make(chan struct{})}
+}
+
+func (o *outputTail) drain(r *os.File) {
+	defer close(o.done)
+	defer r.Close()
+	buf := make([]byte, 4096)
+	var partial string
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			text := partial + string(buf[:n])
+			parts := strings.Split(text, "\n")
+			partial = parts[len(parts)-1]
+			for _, line := range parts[:len(parts)-1] {
+				o.add(line)
+			}
+		}
+		if err != nil {
+			if partial != "" {
+				o.add(partial)
+			}
+			return
+		}
+	}
+}
+
+func (o *outputTail) add(line string) {
+	o.mu.Lock()
+	o.lines = append(o.lines, line)
+	if len(o.lines) > keepLines {
+		o.lines = o.lines[len(o.lines)-keepLines:]
+	}
+	o.mu.Unlock()
+	if o.echo != nil {
+		o.echo(o.prefix + line)
+	}
+}
+
+// Lines returns the last lines written, once the output has closed (or
+// after a short wait if something still holds it open).
+func (o *outputTail) Lines() []string {
+	t := time.NewTimer(200 * time.Millisecond)
+	select {
+	case <-o.done:
+	case <-t.C:
+	}
+	t.Stop()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.lines...)
+}

@@ -1,0 +1,567 @@
+package procverify
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// Invariant names one rule the oracle judges.
+type Invariant string
+
+// The rules, judged from the fake's ground truth and what the proxies saw
+// the agent send, never from the agent's own account. Invariants lists
+// them in the order they are judged; the first that fails is the
+// schedule's verdict.
+const (
+	// NoDoublePost: at most one reply per dedup marker in a room, and at
+	// most one reply per message (see attribution in the docs).
+	NoDoublePost Invariant = "no-double-post"
+	// AgentLifecycle: the agent runs until it is killed, superseded or
+	// terminated; it never exits on its own.
+	AgentLifecycle Invariant = "agent-lifecycle"
+	// SupersedeExit: a superseded process sends nothing more once the
+	// push reached it, and exits non-zero within the grace.
+	SupersedeExit Invariant = "supersede"
+	// NonePending: every message ends processed.
+	NonePending Invariant = "none-pending"
+	// OneOutcome: every message ends in one outcome: processed after its
+	// one reply, or processed without one when an interrupt cut its turn;
+	// no reply answers no message.
+	OneOutcome Invariant = "one-outcome"
+	// InterruptSilence: nothing is sent for an interrupted turn once the
+	// interrupt reached the agent.
+	InterruptSilence Invariant = "interrupt-silence"
+	// StopSilence: once a stop reached the agent, it neither replies nor
+	// claims a message in that room until play, and the turn it stopped
+	// is left for replay, not consumed.
+	StopSilence Invariant = "stop-silence"
+	// TermExit: SIGTERM at the end makes the process exit 0 within the
+	// grace.
+	TermExit Invariant = "sigterm"
+	// Quiet: the system goes quiet (every message processed, nothing
+	// sent) before the schedule's deadline.
+	Quiet Invariant = "quiet"
+)
+
+// Invariants is every rule, in judging order.
+var Invariants = []Invariant{NoDoublePost, AgentLifecycle, SupersedeExit, NonePending, OneOutcome, InterruptSilence, StopSilence, TermExit, Quiet}
+
+// Violation is a rule that failed, with a one-clause reason.
+type Violation struct {
+	Invariant Invariant
+	Reason    string
+}
+
+func (v *Violation) Error() string { return string(v.Invariant) + ": " + v.Reason }
+
+// Result is the verdict on one schedule and what it exercised.
+type Result struct {
+	Schedule *Schedule
+	// Violation is the first rule that failed, or nil; Found holds the
+	// first violation of every rule that failed.
+	Violation *Violation
+	Found     map[Invariant]*Violation
+	// Checks and Violations count the cases judged and failed per rule.
+	Checks, Violations map[Invariant]int
+	// Faults counts what fired, not merely what was drawn.
+	Faults map[string]int
+	// Totals from the fake's ground truth and the engine.
+	Messages, Replies, Requests, Lives int
+	DoublePosts, Lost, Interrupted     int
+	// NotExercised says what the schedule could not exercise, and why.
+	NotExercised []string
+	// Sockets: some life of the agent opened its socket.
+	Sockets bool
+	// Output is the last lines the agent's last life wrote.
+	Output []string
+	// Wall is how long the schedule took.
+	Wall time.Duration
+	// Err is set when the schedule could not be run at all.
+	Err error
+}
+
+// truth is everything the oracle reads, gathered once.
+type truth struct {
+	s        *sim
+	controls []control
+	attempts []attempt
+	posts    [][]fakeband.Post          // the agent's replies, by room
+	marks    map[string][]fakeband.Mark // by message id
+	answers  map[string][]fakeband.Post // replies attributed to each message
+	orphans  [][]fakeband.Post          // replies that answer no message, by room
+	tickOf   map[string]int             // post id -> arrival of the request that made it
+	messages []*message
+}
+
+type judgement struct {
+	checks, violated map[Invariant]int
+	found            map[Invariant]*Violation
+	doublePosts      int
+	lost             int
+	interrupted      int
+}
+
+func (v *judgement) check(inv Invariant) { v.checks[inv]++ }
+
+func (v *judgement) fail(inv Invariant, format string, args ...any) {
+	v.violated[inv]++
+	if v.found[inv] == nil {
+		v.found[inv] = &Violation{Invariant: inv, Reason: fmt.Sprintf(format, args...)}
+	}
+}
+
+func (v *judgement) first() *Violation {
+	for _, inv := range Invariants {
+		if f := v.found[inv]; f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// judge runs every rule over the ground truth.
+func (s *sim) judge() Result {
+	t := s.gather()
+	v := &judgement{checks: map[Invariant]int{}, violated: map[Invariant]int{}, found: map[Invariant]*Violation{}}
+	t.doublePosts(v)
+	t.pending(v)
+	t.outcomes(v)
+	t.interrupts(v)
+	t.stops(v)
+	t.superseded(v)
+	t.terminated(v)
+	v.check(AgentLifecycle)
+	v.check(Quiet)
+	s.mu.Lock()
+	failure := s.failure
+	notes := make([]string, 0, len(s.notes))
+	for n := range s.notes {
+		notes = append(notes, n)
+	}
+	faults := make(map[string]int, len(s.fired))
+	for k, n := range s.fired {
+		faults[k] = n
+	}
+	lives := append([]*life(nil), s.lives...)
+	s.mu.Unlock()
+	if failure != nil {
+		v.check(failure.Invariant)
+		v.fail(failure.Invariant, "%s", failure.Reason)
+	}
+	sort.Strings(notes)
+	res := Result{
+		Schedule: s.sched, Violation: v.first(), Found: v.found, Checks: v.checks, Violations: v.violated,
+		Faults: faults, Messages: len(t.messages), Lives: len(lives),
+		DoublePosts: v.doublePosts, Lost: v.lost, Interrupted: v.interrupted, NotExercised: notes,
+		Wall: time.Since(s.start),
+	}
+	for _, ps := range t.posts {
+		res.Replies += len(ps)
+	}
+	for _, n := range s.band.Requests() {
+		res.Requests += n
+	}
+	for _, l := range lives {
+		l.pushMu.Lock()
+		res.Sockets = res.Sockets || l.everSocket
+		l.pushMu.Unlock()
+	}
+	if len(lives) > 0 {
+		res.Output = lives[len(lives)-1].out.Lines()
+	}
+	return res
+}
+
+func (s *sim) gather() *truth {
+	s.mu.Lock()
+	msgs := append([]*message(nil), s.messages...)
+	t := &truth{s: s, marks: map[string][]fakeband.Mark{}, answers: map[string][]fakeband.Post{}, tickOf: map[string]int{}, messages: msgs}
+	for _, a := range s.attempts {
+		t.attempts = append(t.attempts, *a)
+	}
+	for _, c := range s.controls {
+		t.controls = append(t.controls, *c)
+	}
+	s.mu.Unlock()
+	said := map[string]int{}
+	for range s.rooms {
+		t.posts = append(t.posts, nil)
+		t.orphans = append(t.orphans, nil)
+	}
+	for i, r := range s.rooms {
+		for _, p := range s.band.Posts(r.ID) {
+			if p.SenderID != s.agent.ID {
+				said[p.ID] = p.Seq
+				continue
+			}
+			t.posts[i] = append(t.posts[i], p)
+		}
+	}
+	for _, m := range msgs {
+		m.Seq = said[m.ID]
+		t.marks[m.ID] = s.band.Marks(s.agent.ID, m.ID)
+	}
+	for _, a := range t.attempts {
+		if a.PostID != "" {
+			t.tickOf[a.PostID] = a.Tick
+		}
+	}
+	for room, ps := range t.posts {
+		for _, p := range ps {
+			if m := t.attribute(room, p); m != nil {
+				t.answers[m.ID] = append(t.answers[m.ID], p)
+			} else {
+				t.orphans[room] = append(t.orphans[room], p)
+			}
+		}
+	}
+	return t
+}
+
+// attribute finds the message a reply answers: the message of the room
+// whose id its dedup marker's key names; failing that, the message of
+// the room whose attempt the agent opened last before the reply was
+// stored. nil if neither finds one.
+func (t *truth) attribute(room int, p fakeband.Post) *message {
+	if key, ok := markerKey(p.Content); ok {
+		for _, m := range t.messages {
+			if m.Room == room && strings.Contains(key, m.ID) {
+				return m
+			}
+		}
+	}
+	var best *message
+	bestSeq := 0
+	for _, m := range t.messages {
+		if m.Room != room {
+			continue
+		}
+		for _, mk := range t.marks[m.ID] {
+			if mk.Kind == fakeband.StatusProcessing && mk.Seq < p.Seq && mk.Seq > bestSeq {
+				best, bestSeq = m, mk.Seq
+			}
+		}
+	}
+	return best
+}
+
+// markerKey reads the dedup marker on the last line of a reply. The
+// oracle has its own reader rather than the shell's, so a bug there cannot
+// hide itself.
+func markerKey(content string) (string, bool) {
+	content = strings.TrimRight(content, " \t\r\n")
+	last := content
+	if i := strings.LastIndexByte(content, '\n'); i >= 0 {
+		last = content[i+1:]
+	}
+	last = strings.TrimSpace(last)
+	const prefix, suffix = "[dedup_key:", "]"
+	if !strings.HasPrefix(last, prefix) || !strings.HasSuffix(last, suffix) || len(last) <= len(prefix)+len(suffix) {
+		return "", false
+	}
+	return last[len(prefix) : len(last)-len(suffix)], true
+}
+
+func (t *truth) doublePosts(v *judgement) {
+	for room, ps := range t.posts {
+		byKey := map[string][]fakeband.Post{}
+		var keys []string
+		for _, p := range ps {
+			if key, ok := markerKey(p.Content); ok {
+				if byKey[key] == nil {
+					keys = append(keys, key)
+				}
+				byKey[key] = append(byKey[key], p)
+			}
+		}
+		for _, key := range keys {
+			v.check(NoDoublePost)
+			if n := len(byKey[key]); n > 1 {
+				v.doublePosts += n - 1
+				v.fail(NoDoublePost, "room %d got %d replies with dedup key %q", room+1, n, key)
+			}
+		}
+	}
+	for _, m := range t.messages {
+		v.check(NoDoublePost)
+		if n := len(t.answers[m.ID]); n > 1 && !sameMarker(t.answers[m.ID]) {
+			v.doublePosts += n - 1
+			v.fail(NoDoublePost, "%s got %d replies", m.Label, n)
+		}
+	}
+}
+
+// sameMarker reports whether the posts all carry one marker (counted
+// already, by key).
+func sameMarker(ps []fakeband.Post) bool {
+	first, ok := markerKey(ps[0].Content)
+	if !ok {
+		return false
+	}
+	for _, p := range ps[1:] {
+		if k, ok := markerKey(p.Content); !ok || k != first {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *truth) pending(v *judgement) {
+	for _, m := range t.messages {
+		v.check(NonePending)
+		if st := t.s.band.Status(t.s.agent.ID, m.ID); st != fakeband.StatusProcessed {
+			v.lost++
+			v.fail(NonePending, "%s was left %q", m.Label, st)
+		}
+	}
+}
+
+func (t *truth) processedSeq(id string) int {
+	for _, mk := range t.marks[id] {
+		if mk.Kind == fakeband.StatusProcessed {
+			return mk.Seq
+		}
+	}
+	return 0
+}
+
+func (t *truth) failedBefore(id string, seq int) (string, bool) {
+	for _, mk := range t.marks[id] {
+		if mk.Kind == fakeband.StatusFailed && mk.Seq < seq {
+			return mk.Error, true
+		}
+	}
+	return "", false
+}
+
+// windowStart is where the message's turn can have begun: after it was
+// said and after the room's previous message was processed.
+func (t *truth) windowStart(m *message, done int) int {
+	start := m.Seq
+	for _, o := range t.messages {
+		if o.Room != m.Room || o.ID == m.ID {
+			continue
+		}
+		if p := t.processedSeq(o.ID); p < done && p > start {
+			start = p
+		}
+	}
+	return start
+}
+
+// interruptedIn reports whether a delivered interrupt falls inside a
+// message's turn, from its start to its processed mark: consuming the
+// message without a reply is then what the interrupt asked for.
+func (t *truth) interruptedIn(room, from, to int) bool {
+	for _, c := range t.controls {
+		if c.Kind == Interrupt && c.Room == room && c.Delivered && c.Seq < to && c.UntilSeq >= from {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *truth) outcomes(v *judgement) {
+	for room, ps := range t.orphans {
+		for _, p := range ps {
+			v.check(OneOutcome)
+			v.fail(OneOutcome, "room %d got a reply that answers no message: %.60q", room+1, firstLine(p.Content))
+		}
+	}
+	for _, m := range t.messages {
+		done := t.processedSeq(m.ID)
+		if done == 0 {
+			continue // none-pending has it
+		}
+		v.check(OneOutcome)
+		answers := t.answers[m.ID]
+		switch {
+		case len(answers) > 0 && answers[0].Seq > done:
+			v.fail(OneOutcome, "%s was marked processed before its reply was posted", m.Label)
+		case len(answers) > 0:
+		case t.interruptedIn(m.Room, t.windowStart(m, done), done):
+			v.interrupted++
+		case t.s.cfg.MayNotReply:
+		default:
+			v.lost++
+			if reason, failed := t.failedBefore(m.ID, done); failed {
+				v.fail(OneOutcome, "%s was given up on without a reply (marked failed: %.60q)", m.Label, reason)
+			} else {
+				v.fail(OneOutcome, "%s was processed without a reply (lost)", m.Label)
+			}
+		}
+	}
+}
+
+// openAt returns the room's message whose attempt was open at seq.
+func (t *truth) openAt(room, seq int) *message {
+	for _, m := range t.messages {
+		if m.Room != room {
+			continue
+		}
+		open := false
+		for _, mk := range t.marks[m.ID] {
+			if mk.Seq > seq {
+				break
+			}
+			open = mk.Kind == fakeband.StatusProcessing
+		}
+		if open {
+			return m
+		}
+	}
+	return nil
+}
+
+func (t *truth) messageByID(id string) *message {
+	for _, m := range t.messages {
+		if m.ID == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// claimedBetween reports whether the message had an attempt opened in
+// (from, to): a new turn, which may answer it again.
+func (t *truth) claimedBetween(id string, from, to int) bool {
+	for _, mk := range t.marks[id] {
+		if mk.Kind == fakeband.StatusProcessing && mk.Seq > from && mk.Seq < to {
+			return true
+		}
+	}
+	return false
+}
+
+// target is the message a signal cut: the held request's, or the one
+// whose attempt was open when it was sent.
+func (t *truth) target(c control) *message {
+	if m := t.messageByID(c.Message); m != nil {
+		return m
+	}
+	return t.openAt(c.Room, c.Seq)
+}
+
+func (t *truth) interrupts(v *judgement) {
+	for _, c := range t.controls {
+		if c.Kind != Interrupt || !c.Delivered {
+			continue
+		}
+		v.check(InterruptSilence)
+		m := t.target(c)
+		if m == nil {
+			continue
+		}
+		for _, p := range t.answers[m.ID] {
+			if t.tickOf[p.ID] <= c.Effective || t.claimedBetween(m.ID, c.Seq, p.Seq) {
+				continue
+			}
+			v.fail(InterruptSilence, "%s's reply was sent after the interrupt reached the agent", m.Label)
+		}
+	}
+}
+
+func (t *truth) stops(v *judgement) {
+	for _, c := range t.controls {
+		if c.Kind != Stop || !c.Delivered {
+			continue
+		}
+		v.check(StopSilence)
+		roomID := t.s.rooms[c.Room].ID
+		until := c.PlayTick
+		if until == 0 {
+			until = int(^uint(0) >> 1)
+		}
+		for _, a := range t.attempts {
+			if a.Room != roomID || a.Tick <= c.Effective || a.Tick >= until {
+				continue
+			}
+			switch a.EP {
+			case fakeband.EndpointPost:
+				v.fail(StopSilence, "the agent sent a reply in room %d after its stop reached it, before play", c.Room+1)
+			case fakeband.EndpointProcessing:
+				v.fail(StopSilence, "the agent claimed %s in room %d after its stop reached it, before play", t.label(a.Msg), c.Room+1)
+			case fakeband.EndpointProcessed, fakeband.EndpointFailed:
+				if m := t.target(c); c.Held && m != nil && a.Msg == m.ID {
+					v.fail(StopSilence, "the agent consumed %s after its stop reached it; a stop leaves the turn for replay", m.Label)
+				}
+			}
+		}
+	}
+}
+
+func (t *truth) label(id string) string {
+	if m := t.messageByID(id); m != nil {
+		return m.Label
+	}
+	return "a message"
+}
+
+func (t *truth) superseded(v *judgement) {
+	t.s.mu.Lock()
+	lives := append([]*life(nil), t.s.lives...)
+	t.s.mu.Unlock()
+	for _, l := range lives {
+		l.mu.Lock()
+		tick := l.supersedeTick
+		l.mu.Unlock()
+		if tick == 0 {
+			continue
+		}
+		v.check(SupersedeExit)
+		for _, a := range t.attempts {
+			if a.Life == l.n && a.Tick > tick && (mutating(a.EP) || a.EP == fakeband.EndpointSocket) {
+				v.fail(SupersedeExit, "the agent (life %d) sent %s after it was superseded", l.n, endpointNames[a.EP])
+				break
+			}
+		}
+	}
+}
+
+func (t *truth) terminated(v *judgement) {
+	t.s.mu.Lock()
+	lives := append([]*life(nil), t.s.lives...)
+	t.s.mu.Unlock()
+	for _, l := range lives {
+		l.mu.Lock()
+		termAt, killed, exit, took := l.termAt, l.termKilled, l.termExit, l.termTook
+		l.mu.Unlock()
+		if termAt.IsZero() {
+			continue
+		}
+		v.check(TermExit)
+		switch {
+		case killed:
+			v.fail(TermExit, "the agent was still running %s after SIGTERM", took.Truncate(time.Millisecond))
+		case exit != "exit status 0":
+			v.fail(TermExit, "the agent ended with %q after SIGTERM; want exit 0", exit)
+		}
+	}
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+// merge folds b's counts into a.
+func mergeCounts[K comparable](a, b map[K]int) {
+	for k, n := range b {
+		a[k] += n
+	}
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[K ~string, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,231 @@
+package procverify
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is the verifier's receipt: what ran against which command, what
+// fired, what was judged, and whether every rule held.
+type Report struct {
+	// Command is the agent as it was run.
+	Command string `json:"command"`
+	// MasterSeed seeds the run; Checks names the checks run, each with
+	// SchedulesPerCheck schedules, Schedules in all.
+	MasterSeed        int64    `json:"master_seed"`
+	Checks            []string `json:"checks"`
+	SchedulesPerCheck int      `json:"schedules_per_check"`
+	Schedules         int      `json:"schedules"`
+	// Capabilities are the agent's declared capabilities.
+	Capabilities string `json:"capabilities"`
+	// GoVersion, Module and Revision say what verified it.
+	GoVersion string `json:"go_version"`
+	Module    string `json:"module"`
+	Revision  string `json:"vcs_revision"`
+	// Faults counts the faults and signals that fired.
+	Faults map[string]int `json:"faults_triggered"`
+	// Invariants says how often each rule was judged and failed.
+	Invariants []InvariantCount `json:"invariants"`
+	// NotExercised lists what could not be exercised, and why.
+	NotExercised []string `json:"not_exercised"`
+	// Totals from the fake's ground truth and the engine.
+	Messages     int `json:"messages"`
+	Replies      int `json:"replies"`
+	Requests     int `json:"http_requests"`
+	Lives        int `json:"agent_lives"`
+	DoublePosts  int `json:"double_posts"`
+	LostMessages int `json:"lost_messages"`
+	Interrupted  int `json:"interrupted_messages"`
+	// Violating counts the schedules that broke a rule; First is the
+	// first of them, shrunk.
+	Violating int      `json:"violating_schedules"`
+	First     *Failure `json:"first_violation,omitempty"`
+	// WallSeconds and SchedulesPerS are the run's wall time and rate.
+	WallSeconds   float64 `json:"wall_seconds"`
+	SchedulesPerS float64 `json:"schedules_per_second"`
+	// Replay reruns the whole run.
+	Replay string `json:"replay"`
+	// Held is true when every schedule kept every rule.
+	Held bool `json:"held"`
+}
+
+// InvariantCount is how often one rule was judged and failed.
+type InvariantCount struct {
+	Name     Invariant `json:"name"`
+	Checked  int       `json:"checked"`
+	Violated int       `json:"violated"`
+}
+
+// Failure is the first violation, shrunk to a minimal witness.
+type Failure struct {
+	// Check and Seed name the violating schedule; Invariant and Reason
+	// say what broke, as the witness showed it.
+	Check     string    `json:"check"`
+	Seed      int64     `json:"seed"`
+	Invariant Invariant `json:"invariant"`
+	Reason    string    `json:"reason"`
+	// Witness is the shrunk schedule, one event a line, in Setting;
+	// WitnessOf is how many events it was shrunk from, in ShrinkRuns runs.
+	Witness    []string `json:"witness"`
+	WitnessOf  int      `json:"witness_shrunk_from"`
+	ShrinkRuns int      `json:"shrink_runs"`
+	Setting    string   `json:"setting"`
+	// Replay reruns the violating schedule alone.
+	Replay string `json:"replay"`
+	// Output is the last lines the agent wrote in the witness's run.
+	Output []string `json:"agent_output,omitempty"`
+}
+
+func newReport(s *settings) *Report {
+	r := &Report{
+		Command: ShellQuote(s.Command), MasterSeed: s.Seed, SchedulesPerCheck: s.Schedules,
+		GoVersion: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+		Module:    "github.com/band-once/bandonce", Revision: "unknown",
+		Faults: map[string]int{}, Replay: s.replay("", s.Seed, s.Schedules),
+	}
+	for _, c := range Checks {
+		if (len(s.Checks) == 0 || slices.Contains(s.Checks, c.Name)) && !(c.Socket && s.NoSocket) {
+			r.Checks = append(r.Checks, c.Name)
+		}
+	}
+	socket := "socket (control signals, supersede)"
+	if s.NoSocket {
+		socket = "no socket (-no-socket)"
+	}
+	replies := "answers every message"
+	if s.MayNotReply {
+		replies = "may consume a message without a reply (-may-not-reply)"
+	}
+	r.Capabilities = socket + "; " + replies
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Path != "" {
+			r.Module = bi.Main.Path
+		}
+		for _, st := range bi.Settings {
+			if st.Key == "vcs.revision" {
+				r.Revision = st.Value
+			}
+		}
+	}
+	return r
+}
+
+// add folds the schedules' results in.
+func (r *Report) add(results []Result) {
+	checks, violated := map[Invariant]int{}, map[Invariant]int{}
+	sockets := false
+	notes := map[string]bool{}
+	for _, res := range results {
+		r.Schedules++
+		mergeCounts(checks, res.Checks)
+		mergeCounts(violated, res.Violations)
+		mergeCounts(r.Faults, res.Faults)
+		r.Messages += res.Messages
+		r.Replies += res.Replies
+		r.Requests += res.Requests
+		r.Lives += res.Lives
+		r.DoublePosts += res.DoublePosts
+		r.LostMessages += res.Lost
+		r.Interrupted += res.Interrupted
+		sockets = sockets || res.Sockets
+		if res.Violation != nil {
+			r.Violating++
+		}
+		for _, n := range res.NotExercised {
+			notes[res.Schedule.Check+": "+n] = true
+		}
+	}
+	for _, inv := range Invariants {
+		r.Invariants = append(r.Invariants, InvariantCount{Name: inv, Checked: checks[inv], Violated: violated[inv]})
+	}
+	if !sockets && !strings.HasPrefix(r.Capabilities, "no socket") && r.Schedules > 0 {
+		notes["every check: the agent never opened its socket, so no signal reached it (declare -no-socket if it has none)"] = true
+	}
+	r.NotExercised = append(r.NotExercised, sortedKeys(notes)...)
+}
+
+func (r *Report) finish(wall time.Duration) {
+	r.WallSeconds = wall.Seconds()
+	if wall > 0 {
+		r.SchedulesPerS = float64(r.Schedules) / wall.Seconds()
+	}
+	r.Held = r.Violating == 0 && r.Schedules > 0
+}
+
+// FinalLine is the receipt's last line.
+func (r *Report) FinalLine() string {
+	if r.Held {
+		return fmt.Sprintf("exactly-once held across %d schedules: %d double-posts, %d lost messages", r.Schedules, r.DoublePosts, r.LostMessages)
+	}
+	return fmt.Sprintf("exactly-once did NOT hold across %d schedules: %d double-posts, %d lost messages, %d schedules violated a rule",
+		r.Schedules, r.DoublePosts, r.LostMessages, r.Violating)
+}
+
+// WriteText writes the receipt as text.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-21s%s\n", k, fmt.Sprintf(format, args...)) }
+	b.WriteString("bandonce verify: receipt\n")
+	row("agent", "%s", r.Command)
+	row("capabilities", "%s", r.Capabilities)
+	row("master seed", "%d", r.MasterSeed)
+	row("checks", "%s", strings.Join(r.Checks, ", "))
+	row("schedules", "%d (%d per check)", r.Schedules, r.SchedulesPerCheck)
+	row("go", "%s", r.GoVersion)
+	row("module", "%s, revision %s", r.Module, r.Revision)
+	b.WriteString("faults triggered     (fired, not merely drawn)\n")
+	for _, k := range sortedKeys(r.Faults) {
+		fmt.Fprintf(&b, "  %-27s%8d\n", k, r.Faults[k])
+	}
+	fmt.Fprintf(&b, "rules %31s %9s\n", "checked", "violated")
+	for _, c := range r.Invariants {
+		fmt.Fprintf(&b, "  %-27s%8d %9d\n", c.Name, c.Checked, c.Violated)
+	}
+	if len(r.NotExercised) == 0 {
+		row("not exercised", "nothing")
+	}
+	for i, n := range r.NotExercised {
+		k := ""
+		if i == 0 {
+			k = "not exercised"
+		}
+		row(k, "%s", n)
+	}
+	row("totals", "%d messages, %d replies, %d HTTP requests, %d agent lives", r.Messages, r.Replies, r.Requests, r.Lives)
+	row("interrupted", "%d messages consumed unanswered by an interrupt that reached their turn", r.Interrupted)
+	if f := r.First; f != nil {
+		row("violating schedules", "%d of %d", r.Violating, r.Schedules)
+		row("first violation", "%s, seed %d: %s: %s", f.Check, f.Seed, f.Invariant, f.Reason)
+		row("minimal witness", "%d of %d events (%d shrinking runs); %s", len(f.Witness), f.WitnessOf, f.ShrinkRuns, f.Setting)
+		for i, w := range f.Witness {
+			row("", "%d. %s", i+1, w)
+		}
+		row("", "then SIGTERM, exit 0 expected")
+		row("replay it", "%s", f.Replay)
+		if len(f.Output) > 0 {
+			row("agent output", "(last %d lines of the witness's last life)", len(f.Output))
+			for _, line := range f.Output {
+				row("", "| %s", line)
+			}
+		}
+	}
+	row("wall time", "%.2fs", r.WallSeconds)
+	row("throughput", "%.2f schedules/s", r.SchedulesPerS)
+	row("replay", "%s", r.Replay)
+	b.WriteString(r.FinalLine() + "\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes the receipt as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

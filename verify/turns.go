@@ -1,0 +1,303 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/proof"
+)
+
+// This file observes the effects of a turn besides its reply: the
+// messages a handler sends while it runs (bandonce.Message.Send), its
+// events, and its journaled steps, and judges them.
+
+// effectSend is one message or event a handler sent while it ran.
+type effectSend struct {
+	life, delivery int
+	room, msg      string
+	key            string // "" when it carried none
+	kind           string // "message", or the event's type
+	content        string // without the marker line
+	// cause is why the handler's context had ended when it was sent:
+	// ErrInterrupted or ErrStopped make it a violation.
+	cause error
+}
+
+// stepRecord names one journaled step in one instance's ledger (a life
+// can run two instances: the supersede check's).
+type stepRecord struct {
+	ledger          *stepLedger
+	room, msg, name string
+}
+
+// endpointEvent names POST /agent/chats/{id}/events.
+const endpointEvent = fakeband.EndpointEvent
+
+// eventPath reports a POST to a room's events.
+func eventPath(method string, parts []string) bool {
+	return method == http.MethodPost && len(parts) == 4 && parts[3] == "events"
+}
+
+// noteEffect records a POST of a message or event made while the
+// handler of the room's open message was running, and reports whether it
+// was one: a POST made after the handler returned is its reply.
+func (r *recorder) noteEffect(req *http.Request, room string, event bool) bool {
+	o := r.o
+	o.mu.Lock()
+	msg := o.open[lifeRoom{r.life, room}]
+	hctx := o.running[lifeMessage{r.life, msg}]
+	delivery := o.delivery[lifeRoom{r.life, room}]
+	o.mu.Unlock()
+	if msg == "" || hctx == nil {
+		return false
+	}
+	e := effectSend{life: r.life, delivery: delivery, room: room, msg: msg}
+	if cause := context.Cause(hctx); errors.Is(cause, bandonce.ErrInterrupted) || errors.Is(cause, bandonce.ErrStopped) {
+		e.cause = cause
+	}
+	data := peekBody(req)
+	if event {
+		var body struct {
+			Event struct {
+				Content     string         `json:"content"`
+				MessageType string         `json:"message_type"`
+				Metadata    map[string]any `json:"metadata"`
+			} `json:"event"`
+		}
+		_ = json.Unmarshal(data, &body)
+		e.kind, e.content = body.Event.MessageType+" event", body.Event.Content
+		e.key, _ = body.Event.Metadata["dedup_key"].(string)
+	} else {
+		var body struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		}
+		_ = json.Unmarshal(data, &body)
+		e.kind = "message"
+		e.key, _ = markerKey(body.Message.Content)
+		e.content = strings.TrimRight(body.Message.Content, " \t\r\n")
+		if e.key != "" {
+			e.content = strings.TrimRight(e.content[:strings.LastIndexByte(e.content, '\n')+1], "\n")
+		}
+	}
+	o.mu.Lock()
+	o.effects = append(o.effects, e)
+	if e.key != "" {
+		o.effectKeys[e.key] = true
+	}
+	o.mu.Unlock()
+	return true
+}
+
+// peekBody reads a request's body and puts it back for the next reader.
+func peekBody(req *http.Request) []byte {
+	if req.Body == nil {
+		return nil
+	}
+	data, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	req.Body = io.NopCloser(bytes.NewReader(data))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
+// isEffectKey reports whether a post's key belongs to an effect sent
+// while a handler ran, and never to a reply.
+func (o *observation) isEffectKey(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.effectKeys[key] {
+		return false
+	}
+	for _, ks := range o.keys {
+		for _, k := range ks {
+			if k == key {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// stepLedger is the ledger of one instance of a Shell agent, watched:
+// every step result it records.
+type stepLedger struct {
+	bandonce.Ledger
+	o *observation
+}
+
+func (l *stepLedger) SetStep(ctx context.Context, room, messageID, name string, result []byte) error {
+	l.o.mu.Lock()
+	l.o.stepWrites[stepRecord{l, room, messageID, name}]++
+	l.o.mu.Unlock()
+	return l.Ledger.SetStep(ctx, room, messageID, name, result)
+}
+
+// effectAfterSignal: nothing is sent for a turn after an interrupt or a
+// stop reached it.
+func effectAfterSignal(o *observation) *verdict {
+	o.mu.Lock()
+	var bad *effectSend
+	for i := range o.effects {
+		if o.effects[i].cause != nil {
+			bad = &o.effects[i]
+			break
+		}
+	}
+	o.mu.Unlock()
+	if bad == nil {
+		return nil
+	}
+	return &verdict{"effect-after-signal", fmt.Sprintf(
+		"work went on %s: the turn of %s sent %s (%q) after its context was cancelled (%s)",
+		cancelledBy(bad.cause), o.label(bad.msg), article(bad.kind), excerptOf(bad.content), causeName(bad.cause))}
+}
+
+// effectWithoutKey: every message and event of a turn carries its dedup
+// key (a message's marker line, an event's metadata), or a redelivery
+// cannot tell that it was already sent.
+func effectWithoutKey(o *observation) *verdict {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range o.effects {
+		if e.key == "" {
+			label := o.labels[e.msg]
+			if label == "" {
+				label = e.msg
+			}
+			return &verdict{"effect-without-key", fmt.Sprintf(
+				"the turn of %s sent %s (%q) that carried no dedup key, so no guard can find it again after a redelivery",
+				label, article(e.kind), excerptOf(e.content))}
+		}
+	}
+	return nil
+}
+
+// effectKeysUnstable: a turn that sends the same thing at two deliveries
+// must send it under the same key, or a redelivery repeats it. landed
+// holds the keys that reached the room.
+func effectKeysUnstable(o *observation, landed map[string]bool) *verdict {
+	o.mu.Lock()
+	effects := append([]effectSend(nil), o.effects...)
+	o.mu.Unlock()
+	type unit struct{ room, msg, kind, content string }
+	first := map[unit]effectSend{}
+	for _, e := range effects {
+		if e.key == "" || !landed[e.room+"\x00"+e.key] {
+			continue
+		}
+		u := unit{e.room, e.msg, e.kind, e.content}
+		f, seen := first[u]
+		if !seen {
+			first[u] = e
+			continue
+		}
+		if f.key != e.key && (f.life != e.life || f.delivery != e.delivery) {
+			return &verdict{"effect-keys-unstable", fmt.Sprintf(
+				"the turn of %s sent the %s %q twice, under the keys %q and %q: its effects' keys are not stable across deliveries (default keys follow the order of the Send and Event calls; give each a DedupKey)",
+				o.label(e.msg), e.kind, excerptOf(e.content), f.key, e.key)}
+		}
+	}
+	return nil
+}
+
+// stepRanAgain: a step's fn runs at most once per message and name for
+// as long as the ledger keeps its record, and a life's ledger keeps it
+// for the life.
+func stepRanAgain(o *observation) *verdict {
+	o.mu.Lock()
+	var again []stepRecord
+	for rec, n := range o.stepWrites {
+		if n > 1 {
+			again = append(again, rec)
+		}
+	}
+	o.mu.Unlock()
+	if len(again) == 0 {
+		return nil
+	}
+	sort.Slice(again, func(i, j int) bool { return again[i].msg+again[i].name < again[j].msg+again[j].name })
+	s := again[0]
+	return &verdict{"step-ran-again", fmt.Sprintf(
+		"the step %q of %s ran again after its result was recorded: the ledger did not return the record, so its fn ran twice in one process",
+		s.name, o.label(s.msg))}
+}
+
+// landedKeys are the keys of the agent's posts and events in the fake's
+// ground truth, as room id and key.
+func landedKeys(res proof.Result) map[string]bool {
+	landed := map[string]bool{}
+	for _, posts := range res.Posts {
+		for _, p := range posts {
+			if k, ok := markerKey(p.Content); ok {
+				landed[p.RoomID+"\x00"+k] = true
+			}
+		}
+	}
+	for _, events := range res.Events {
+		for _, e := range events {
+			if k := eventKey(e); k != "" {
+				landed[e.RoomID+"\x00"+k] = true
+			}
+		}
+	}
+	return landed
+}
+
+// eventKey reads the dedup key from a stored event's metadata.
+func eventKey(e fakeband.ChatEvent) string {
+	var meta struct {
+		Key string `json:"dedup_key"`
+	}
+	_ = json.Unmarshal(e.Metadata, &meta)
+	return meta.Key
+}
+
+// eventTwice: at most one event per dedup key and room, in the fake's
+// ground truth.
+func eventTwice(o *observation, res proof.Result) *verdict {
+	for room, events := range res.Events {
+		seen := map[string]int{}
+		for _, e := range events {
+			k := eventKey(e)
+			if k == "" {
+				continue
+			}
+			if seen[k]++; seen[k] == 2 {
+				return &verdict{"event-twice", fmt.Sprintf(
+					"a double post: room %d got the %s event with key %q twice (%q)", room+1, e.MessageType, k, excerptOf(e.Content))}
+			}
+		}
+	}
+	return nil
+}
+
+// article puts "a" or "an" before a noun.
+func article(noun string) string {
+	if noun != "" && strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
+}
+
+// excerptOf shortens a text for a reason.
+func excerptOf(s string) string {
+	const max = 40
+	if r := []rune(s); len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return s
+}
