@@ -58,18 +58,23 @@ type HandlerStart struct {
 	// Seq is the fake Band's event sequence number when the handler
 	// started: it began after every event with Seq <= this one.
 	Seq int
+	// Tick orders the start among everything else the engine saw (see
+	// External.Tick); Ended, when the handler returned (External.Ended),
+	// or 0 if that was never reported.
+	Tick, Ended int64
 }
 
 // externalWorld is the state every life's External shares.
 type externalWorld struct {
 	mu      sync.Mutex
 	stamp   func() int // the fake's current event sequence number
+	order   *orderClock
 	starts  []HandlerStart
 	effects map[string]int
 }
 
-func newExternalWorld(stamp func() int) *externalWorld {
-	return &externalWorld{stamp: stamp, effects: make(map[string]int)}
+func newExternalWorld(stamp func() int, order *orderClock) *externalWorld {
+	return &externalWorld{stamp: stamp, order: order, effects: make(map[string]int)}
 }
 
 func (w *externalWorld) forLife(life int) *External { return &External{world: w, life: life} }
@@ -83,9 +88,10 @@ func (x *External) Started(room, messageID string) (int, error) {
 	}
 	w := x.world
 	seq := w.stamp()
+	tick := w.order.next()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.starts = append(w.starts, HandlerStart{Life: x.life, Room: room, MessageID: messageID, Seq: seq})
+	w.starts = append(w.starts, HandlerStart{Life: x.life, Room: room, MessageID: messageID, Seq: seq, Tick: tick})
 	n := 0
 	for _, s := range w.starts {
 		if s.Room == room && s.MessageID == messageID {
@@ -93,6 +99,29 @@ func (x *External) Started(room, messageID string) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// Ended records that the handler started on the message in the room
+// returned. Together with Started it tells the engine when the handler
+// ran, so that a signal that reached the agent meanwhile is known to have
+// found the turn in flight. It fails only for a dead life.
+func (x *External) Ended(room, messageID string) error {
+	if x.dead.Load() {
+		return ErrLifeEnded
+	}
+	w := x.world
+	tick := w.order.next()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := len(w.starts) - 1; i >= 0; i-- {
+		if s := &w.starts[i]; s.Life == x.life && s.Room == room && s.MessageID == messageID {
+			if s.Ended == 0 {
+				s.Ended = tick
+			}
+			break
+		}
+	}
+	return nil
 }
 
 // Effect performs the side effect named by key and returns how many times
@@ -107,6 +136,13 @@ func (x *External) Effect(key string) (int, error) {
 	w.effects[key]++
 	return w.effects[key], nil
 }
+
+// Tick returns the next number of the engine's order of events: every
+// request the agent parks and every answer it gets, every control push it
+// reads, every handler start takes one. A verifier that takes a tick for
+// what it observes can tell which came first, even within one instant of
+// virtual time, as Result.Signals are ticked.
+func (x *External) Tick() int64 { return x.world.order.next() }
 
 // Count returns how many times the effect named by key was performed.
 func (x *External) Count(key string) int {

@@ -15,6 +15,19 @@
 // gate from the schedule (request index to fault), not by timing, so a
 // schedule is its own replay, request totals included.
 //
+// # Fault model
+//
+// A schedule draws rooms (some joined mid-run, their room_added push
+// sometimes lost) and messages, some of them look-alikes: the same plain
+// text in one room, a pasted [dedup_key:...] line in a human's message,
+// and, since the fake stamps inserted_at with virtual time, timestamps
+// shared by messages said together. Its faults act at the gate on one
+// request (kill before or after Band applies it, lose the response, 429,
+// 5xx bursts, latency, a stale /next, a request applied and then answered
+// 5xx, a request applied and answered only after the client gave up) or
+// on the world (socket drops, lost, duplicated and late pushes, interrupt,
+// stop, play, supersede). The receipt counts what fired.
+//
 // # Agents and lives
 //
 // An Agent runs until its context ends; a Factory makes a fresh one for
@@ -36,13 +49,17 @@
 // interrupt came first, or its key was already posted; or dead-lettered:
 // failed with a reason, then processed); no handler started in a room
 // between a stop that reached the agent and the room's play; nothing sent
-// for an interrupted cycle after the signal reached the agent; no message
-// drawn to succeed within the failure budget dead-lettered; and the agent
-// runs until cancelled and returns soon after.
+// for an interrupted cycle after the signal reached the agent, and the
+// message of a turn an interrupt reached consumed by the life that heard
+// it; no message drawn to succeed within the failure budget dead-lettered;
+// an agent the supersede reached starts nothing new and returns within
+// 10s; and the agent runs until cancelled, returns soon after, and lets
+// virtual time advance (2,000 requests at one instant is a busy loop).
 //
 // A signal "reached the agent" when the agent read its push from the
-// socket at once; late, lost and undeliverable pushes only ever excuse an
-// outcome, never convict one. The engine sees a push arrive by its
+// socket (a supersede is seen by its frame: a client may read it and never
+// read its socket again); late, lost and undeliverable pushes only ever
+// excuse an outcome, never convict one. The engine sees a push arrive by its
 // correlation id in what the agent reads, not by the first bytes read
 // after it was sent, which may be another late push queued ahead of it.
 //

@@ -2,7 +2,9 @@ package proof
 
 import (
 	"fmt"
+	"os"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,6 +20,10 @@ const (
 	giveUpAfter = 60 * time.Second        // stalled with nothing left to fire
 	deadline    = 15 * time.Minute        // the whole schedule
 	killGrace   = time.Minute             // a killed agent must have returned by then
+	// busyLimit is how many requests may be released at one instant of
+	// virtual time: an agent that never waits on a timer between
+	// requests never lets virtual time advance, and the schedule with it.
+	busyLimit = 2000
 )
 
 // Simulate runs one schedule in its own synctest bubble and judges it.
@@ -25,6 +31,10 @@ const (
 func Simulate(t *testing.T, s *Schedule, opts Options) Result {
 	opts = opts.withDefaults()
 	var res Result
+	var steps atomic.Int64
+	stop := make(chan struct{})
+	defer close(stop)
+	go watchSteps(s.Name, &steps, stop, stallWall, os.Stderr)
 	func() {
 		defer func() {
 			// A bubble that cannot finish (an agent goroutine blocked
@@ -34,7 +44,11 @@ func Simulate(t *testing.T, s *Schedule, opts Options) Result {
 					Reason: fmt.Sprintf("the agent left goroutines blocked forever: %v", v)}}
 			}
 		}()
-		synctest.Test(t, func(*testing.T) { res = newSim(s, opts).run() })
+		synctest.Test(t, func(*testing.T) {
+			sm := newSim(s, opts)
+			sm.steps = &steps
+			res = sm.run()
+		})
 	}()
 	return res
 }
@@ -54,8 +68,12 @@ type sim struct {
 	factory Factory
 	cleanup func()
 
-	life  *life
-	lives int
+	life     *life
+	lives    int
+	allLives []*life
+	order    *orderClock
+	// supersedeFrame is the bytes of Band's supersede push to the agent.
+	supersedeFrame []byte
 
 	released   int
 	releasedAt []time.Time // index k: when request k was released (0: start)
@@ -64,6 +82,12 @@ type sim struct {
 	progress   time.Time   // the last mark, post or event
 	quietSince time.Time
 	start      time.Time
+	// burst counts the requests released at instant, to catch an agent
+	// that never lets virtual time advance.
+	burst   int
+	instant time.Time
+	steps   *atomic.Int64 // driver steps, for the wall-clock watchdog
+	busy    bool          // the busy-loop watchdog ended the run
 
 	messages []*sentMessage
 	controls []*controlRecord
@@ -79,6 +103,9 @@ type sentMessage struct {
 	Room int
 	Spec MessageSpec
 	Seq  int // the fake's seq of its post
+	// SaidAt is when it was said (virtual time), which the fake's
+	// inserted_at follows.
+	SaidAt time.Time
 }
 
 // controlRecord is one interrupt, stop or play the engine applied.
@@ -103,9 +130,10 @@ type controlRecord struct {
 }
 
 func newSim(s *Schedule, opts Options) *sim {
-	b := fakeband.New(fakeband.Options{Seed: s.Seed})
-	sm := &sim{sched: s, opts: opts, band: b, faults: map[string]int{}}
+	b := fakeband.New(fakeband.Options{Seed: s.Seed, Now: virtualClock()})
+	sm := &sim{sched: s, opts: opts, band: b, faults: map[string]int{}, order: &orderClock{}, steps: new(atomic.Int64)}
 	sm.agent = b.AddAgent("prover")
+	sm.supersedeFrame = []byte(`"agent_control:` + sm.agent.ID + `","supersede"`)
 	sm.human = b.AddHuman("ada")
 	for i := range max(s.Rooms, 1) {
 		members := []string{sm.agent.ID}
@@ -123,8 +151,8 @@ func newSim(s *Schedule, opts Options) *sim {
 			sendStamp = sm.stamp
 		}
 	}
-	sm.gate = newGate(b.HTTPClient().Transport, b.Handler(), sendStamp)
-	sm.world = newExternalWorld(sm.stamp)
+	sm.gate = newGate(b.HTTPClient().Transport, b.Handler(), sendStamp, sm.order)
+	sm.world = newExternalWorld(sm.stamp, sm.order)
 	sm.factory, sm.cleanup = opts.Agent(s)
 	return sm
 }
@@ -172,13 +200,18 @@ func (s *sim) run() Result {
 
 // drive takes one step of the schedule; false when it is over.
 func (s *sim) drive(end time.Time) bool {
+	s.steps.Add(1)
 	synctest.Wait()
 	now := time.Now()
 	if s.failure != nil {
 		return false
 	}
 	s.notePushes()
-	if l := s.life; l.exited() && l.superseded {
+	superseding := s.checkSuperseded(now)
+	if s.failure != nil {
+		return false
+	}
+	if l := s.life; l.exited() && l.mayStop() {
 		s.end(l) // it stopped as it should; a supervisor starts it again
 		s.startLife()
 		return true
@@ -193,7 +226,7 @@ func (s *sim) drive(end time.Time) bool {
 		s.release(p, now)
 		return true
 	}
-	if s.quiet() {
+	if s.quiet() && !superseding {
 		if s.cursor < len(s.sched.Events) {
 			s.fireNext(true)
 			return true
@@ -301,5 +334,32 @@ func (s *sim) notePushes() {
 		if c.waiting && s.arrivals.arrived(c.CorrelationID) {
 			c.waiting, c.Until = false, s.stamp()
 		}
+	}
+}
+
+// virtualClock stamps the fake's inserted_at with the bubble's virtual
+// time (from fakeband.DefaultStart), to the microsecond as Band's
+// database keeps it. Messages said at one instant share a timestamp,
+// and messages said within a second share its second, as in a busy room;
+// the fake's default clock, a second per reading, never lets them.
+func virtualClock() func() time.Time {
+	start := time.Now()
+	return func() time.Time {
+		return fakeband.DefaultStart.Add(time.Since(start)).Truncate(time.Microsecond)
+	}
+}
+
+// noteRelease counts the requests released at one instant of virtual
+// time and fails the schedule once an agent has sent busyLimit of them
+// without ever waiting on a timer.
+func (s *sim) noteRelease(now time.Time) {
+	if !now.Equal(s.instant) {
+		s.instant, s.burst = now, 0
+	}
+	s.burst++
+	if s.burst == busyLimit && s.failure == nil {
+		s.busy = true
+		s.failure = &Violation{Invariant: AgentLifecycle, Reason: fmt.Sprintf(
+			"the agent never lets virtual time advance: it sent %d requests without waiting on a timer in between, a loop with no pause when there is nothing to do (a busy loop)", busyLimit)}
 	}
 }

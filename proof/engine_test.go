@@ -79,7 +79,7 @@ func TestAnAgentThatIgnoresItsContextIsAViolation(t *testing.T) {
 }
 
 func TestExternalRefusesEffectsOfAKilledLife(t *testing.T) {
-	w := newExternalWorld(func() int { return 7 })
+	w := newExternalWorld(func() int { return 7 }, &orderClock{})
 	first, second := w.forLife(1), w.forLife(2)
 	n, err := first.Effect("charge:42")
 	require.NoError(t, err)
@@ -97,7 +97,7 @@ func TestExternalRefusesEffectsOfAKilledLife(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, k)
 	starts, _ := w.snapshot()
-	assert.Equal(t, []HandlerStart{{Life: 2, Room: "room", MessageID: "m", Seq: 7}}, starts)
+	assert.Equal(t, []HandlerStart{{Life: 2, Room: "room", MessageID: "m", Seq: 7, Tick: 1}}, starts)
 }
 
 func TestCustomChecksSeeEffectsAndJoinTheVerdict(t *testing.T) {

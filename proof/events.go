@@ -88,6 +88,7 @@ func (s *sim) fireNext(quiet bool) {
 // the cursor when it is due and matches.
 func (s *sim) release(p *parkedRequest, now time.Time) {
 	s.released++
+	s.noteRelease(now)
 	if s.opts.Trace != nil {
 		defer s.trace("req %d (life %d): %s %s", s.released, p.life.n, p.order, s.roomName(p.room))
 	}
@@ -99,7 +100,7 @@ func (s *sim) release(p *parkedRequest, now time.Time) {
 	var ev *Event
 	if s.cursor < len(s.sched.Events) {
 		e := s.sched.Events[s.cursor]
-		if e.Kind.requestBound() && (s.armed || e.At <= s.released) && (e.Endpoint == "" || e.Endpoint == p.ep) {
+		if e.Kind.requestBound() && (s.armed || e.At <= s.released) && (e.Endpoint == "" || e.Endpoint == p.ep) && e.Kind.appliesTo(p.ep) {
 			ev = &e
 			s.advance()
 			s.progress = now
@@ -145,6 +146,10 @@ func (s *sim) release(p *parkedRequest, now time.Time) {
 		if p.ep == fakeband.EndpointNext {
 			s.band.Inject(fakeband.Fault{Endpoint: p.ep, Nth: 1, Kind: fakeband.StaleNext})
 		}
+	case AppliedThen5xx:
+		p.answer.status = ev.Status
+	case AnswerAfterGiveUp:
+		p.answer.delay = ev.Delay
 	}
 	p.verdict <- release
 }
@@ -155,12 +160,7 @@ func (s *sim) apply(ev Event) {
 	s.trace("event: %s", ev)
 	switch ev.Kind {
 	case Say:
-		room := s.room(ev.Room)
-		id, err := s.band.Say(s.rooms[room].ID, s.human.ID, ev.Spec.String(), s.agent.ID)
-		if err != nil {
-			return // the fake refused (it should not); the message does not exist
-		}
-		s.messages = append(s.messages, &sentMessage{ID: id, Room: room, Spec: ev.Spec})
+		s.say(ev)
 	case Interrupt, Stop, Play:
 		s.control(ev, false)
 	case DropSocket:
@@ -293,6 +293,9 @@ func (s *sim) firedFaults() map[string]int {
 	}
 	if n := failBefore - s.faults["throttle_429_retry_after"] - s.faults["throttle_429_empty"]; n > 0 {
 		out["server_5xx"] += n
+	}
+	for k, v := range s.gate.fired.snapshot() {
+		out[k] += v
 	}
 	return out
 }

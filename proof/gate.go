@@ -24,11 +24,14 @@ type gate struct {
 	inner   http.RoundTripper // the fake's in-memory transport, for upgrades
 	handler http.Handler      // the fake's handler, for everything else
 	stamp   func() int        // the fake's current event sequence number
+	order   *orderClock
+	fired   firedCounts
 
 	mu       sync.Mutex
 	arrivals int
 	parked   []*parkedRequest
 	sends    []*sendRecord
+	turnReqs []*roomRequest
 	wake     chan struct{} // capacity 1: a request parked
 }
 
@@ -48,7 +51,10 @@ type parkedRequest struct {
 	room    string
 	order   string // method and path: what the driver sorts by
 	verdict chan verdict
-	send    *sendRecord // replies (POST .../messages) only
+	send    *sendRecord  // replies (POST .../messages) only
+	turnReq *roomRequest // requests of a turn only (see roomRequest)
+	tick    int64        // orderClock when it parked
+	answer  answerFault  // set by the driver before release
 	// delay is latency on the way to the fake, set by the driver before
 	// release. A request still travelling when its life is killed never
 	// arrives, so no request of a dead life lands after the next life
@@ -63,10 +69,11 @@ type sendRecord struct {
 	Room, Key          string
 	Parked, Start, End int
 	Released, Answered bool
+	ParkedTick         int64 // orderClock when it parked
 }
 
-func newGate(inner http.RoundTripper, handler http.Handler, stamp func() int) *gate {
-	return &gate{inner: inner, handler: handler, stamp: stamp, wake: make(chan struct{}, 1)}
+func newGate(inner http.RoundTripper, handler http.Handler, stamp func() int, order *orderClock) *gate {
+	return &gate{inner: inner, handler: handler, stamp: stamp, order: order, wake: make(chan struct{}, 1)}
 }
 
 // send delivers a released request to the fake.
@@ -83,11 +90,12 @@ type transport struct {
 	l *life
 }
 
-func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *transport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
 	p, err := t.g.park(t.l, req)
 	if err != nil {
 		return nil, err
 	}
+	defer func() { t.g.noteAnswer(p, resp, err) }()
 	var v verdict
 	select {
 	case v = <-p.verdict:
@@ -100,6 +108,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if v == sever {
 		return nil, errSevered
 	}
+	return t.deliver(req, p)
+}
+
+// deliver takes a released request to the fake and its answer back.
+func (t *transport) deliver(req *http.Request, p *parkedRequest) (*http.Response, error) {
 	if p.delay > 0 {
 		timer := time.NewTimer(p.delay)
 		defer timer.Stop()
@@ -111,7 +124,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, errSevered
 		}
 	}
-	return t.g.forward(t.l, p)
+	resp, err := t.g.forward(t.l, p)
+	if err != nil || (p.answer == answerFault{}) {
+		return resp, err
+	}
+	return t.g.answer(t.l, p, resp)
 }
 
 // park records req and queues it for the driver, unless its life is
@@ -119,12 +136,17 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (g *gate) park(l *life, req *http.Request) (*parkedRequest, error) {
 	ep, room := classify(req.Method, req.URL.Path)
 	p := &parkedRequest{life: l, req: req, ep: ep, room: room, order: req.Method + " " + req.URL.Path, verdict: make(chan verdict, 1)}
-	if ep == fakeband.EndpointPost {
+	switch ep {
+	case fakeband.EndpointPost:
 		key, err := replyKey(req)
 		if err != nil {
 			return nil, err
 		}
 		p.send = &sendRecord{Life: l.n, Room: room, Key: key, Parked: g.stamp()}
+	}
+	switch ep {
+	case fakeband.EndpointNext, fakeband.EndpointProcessing, fakeband.EndpointProcessed, fakeband.EndpointFailed, fakeband.EndpointPost, fakeband.EndpointContext:
+		p.turnReq = &roomRequest{Life: l.n, Kind: ep, Room: room, Message: markMessage(req.URL.Path)}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -133,9 +155,18 @@ func (g *gate) park(l *life, req *http.Request) (*parkedRequest, error) {
 	}
 	g.arrivals++
 	p.arrival = g.arrivals
+	if ep == fakeband.EndpointSocket {
+		l.sockets.Add(1)
+	}
+	p.tick = g.order.next()
 	g.parked = append(g.parked, p)
 	if p.send != nil {
+		p.send.ParkedTick = p.tick
 		g.sends = append(g.sends, p.send)
+	}
+	if p.turnReq != nil {
+		p.turnReq.Parked = p.tick
+		g.turnReqs = append(g.turnReqs, p.turnReq)
 	}
 	select {
 	case g.wake <- struct{}{}:
@@ -229,6 +260,9 @@ func (g *gate) isSevered(l *life) bool {
 // forward sends a released request to the fake and returns its answer,
 // unless the life died meanwhile.
 func (g *gate) forward(l *life, p *parkedRequest) (*http.Response, error) {
+	if claimsWork(p.ep) && p.req.Context().Err() == nil {
+		l.noteWorkAfterSupersede(p.ep, p.tick)
+	}
 	g.began(p)
 	resp, err := g.send(p.req)
 	g.answered(p)
@@ -268,6 +302,28 @@ func (g *gate) answered(p *parkedRequest) {
 	g.mu.Lock()
 	p.send.Answered, p.send.End = true, seq
 	g.mu.Unlock()
+}
+
+// noteAnswer records, for a request of a turn, when the agent had its
+// answer (or gave up on it) and whether it was a 2xx.
+func (g *gate) noteAnswer(p *parkedRequest, resp *http.Response, err error) {
+	if p.turnReq == nil {
+		return
+	}
+	tick := g.order.next()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p.turnReq.Answered, p.turnReq.OK = tick, err == nil && resp.StatusCode/100 == 2
+}
+
+func (g *gate) turnRequests() []roomRequest {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]roomRequest, len(g.turnReqs))
+	for i, m := range g.turnReqs {
+		out[i] = *m
+	}
+	return out
 }
 
 func (g *gate) sendRecords() []sendRecord {

@@ -101,6 +101,7 @@ func Random(seed int64, g GenOptions) *Schedule {
 			says = append(says, Event{Kind: Say, Room: room, Spec: spec})
 		}
 	}
+	lookAlikes(r, says)
 	// About four requests a message, plus start-up: events drawn over
 	// this span mostly land while there is work in flight.
 	span := 3 + s.Rooms + 4*total
@@ -111,6 +112,7 @@ func Random(seed int64, g GenOptions) *Schedule {
 			says[i].At = between(1, span)
 		}
 	}
+	quoteMarkers(r, says)
 	var faults []Event
 	for range r.IntN(g.MaxFaults + 1) {
 		faults = append(faults, drawFault(r, s.Rooms, span, g)...)
@@ -175,11 +177,22 @@ func drawFault(r *rand.Rand, rooms, span int, g GenOptions) []Event {
 		}
 		return PushNormal, 0
 	}
-	x := r.IntN(100)
+	x := r.IntN(108)
 	if g.NoControl && x >= 64 && x < 92 {
 		x -= 40 // redraw among the transport faults
 	}
 	switch {
+	case x >= 100:
+		// A request the fake applies and whose answer goes wrong on the
+		// way back: most often the reply POST, behind a load balancer.
+		if ev.Endpoint == "" && r.IntN(2) == 0 {
+			ev.Endpoint = fakeband.EndpointPost
+		}
+		if x < 104 {
+			ev.Kind, ev.Status = AppliedThen5xx, []int{500, 502, 503, 504}[r.IntN(4)]
+		} else {
+			ev.Kind, ev.Delay = AnswerAfterGiveUp, time.Duration(2500+r.IntN(5500))*time.Millisecond
+		}
 	case x < 14:
 		ev.Kind = KillBefore
 	case x < 28:
@@ -231,4 +244,48 @@ func drawFault(r *rand.Rand, rooms, span int, g GenOptions) []Event {
 		ev.Endpoint = fakeband.EndpointProcessed // the lost ack
 	}
 	return []Event{ev}
+}
+
+// lookAlikes makes some rooms' messages hard to tell apart by content: two
+// or three of them say the same plain line ("ok"), as real rooms do. A
+// key derived from the text, or a guard matching on it, confuses them.
+// (Messages said at one instant also share their inserted_at.)
+func lookAlikes(r *rand.Rand, says []Event) {
+	byRoom := map[int][]int{}
+	for i, e := range says {
+		byRoom[e.Room] = append(byRoom[e.Room], i)
+	}
+	for room := 0; room < len(byRoom); room++ {
+		idx := byRoom[room]
+		if len(idx) < 2 || r.IntN(4) != 0 {
+			continue
+		}
+		text := []string{"ok", "thanks", "ok, thanks"}[r.IntN(3)]
+		r.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+		for _, i := range idx[:min(len(idx), 2+r.IntN(2))] {
+			spec := &says[i].Spec
+			spec.Outcome, spec.Fails, spec.Slow, spec.Key, spec.Text = Reply, 0, 0, "", text
+		}
+	}
+}
+
+// quoteMarkers has a human now and then paste, as the last line of a
+// message, the dedup marker of an earlier message of the room: a guard
+// that takes a marker from any sender for the agent's reply loses that
+// message's answer.
+func quoteMarkers(r *rand.Rand, says []Event) {
+	byRoom := map[int][]int{}
+	for i, e := range says {
+		byRoom[e.Room] = append(byRoom[e.Room], i)
+	}
+	for room := 0; room < len(byRoom); room++ {
+		idx := byRoom[room]
+		if len(idx) < 2 || r.IntN(5) != 0 {
+			continue
+		}
+		j := 1 + r.IntN(len(idx)-1)
+		quoted, quoting := &says[idx[r.IntN(j)]], &says[idx[j]]
+		quoting.Spec.Quotes = quoted.Spec.Label
+		quoting.At = max(quoting.At, quoted.At) // said after the message it quotes
+	}
 }

@@ -23,7 +23,20 @@ type life struct {
 
 	socketBytes atomic.Int64  // bytes the agent read from its sockets
 	socketsOpen atomic.Int32  // its socket connections that are up
+	sockets     atomic.Int32  // the socket upgrades it asked for
 	arrivals    *pushArrivals // the sim's: control pushes the agent read
+	order       *orderClock   // the sim's
+	// supersedeFrame is what Band's supersede push to this agent looks
+	// like on the wire; supersede is what the life heard of it.
+	supersedeFrame []byte
+	supersede      superseding
+}
+
+// mayStop reports whether the life may return on its own: Band told it
+// another connection took over.
+func (l *life) mayStop() bool {
+	heard, _ := l.supersedeHeard()
+	return l.superseded || heard
 }
 
 func (l *life) exited() bool {
@@ -38,7 +51,9 @@ func (l *life) exited() bool {
 // startLife starts a fresh agent from the factory on the same fake.
 func (s *sim) startLife() {
 	s.lives++
-	l := &life{n: s.lives, done: make(chan struct{}), dead: make(chan struct{}), arrivals: &s.arrivals}
+	l := &life{n: s.lives, done: make(chan struct{}), dead: make(chan struct{}), arrivals: &s.arrivals,
+		order: s.order, supersedeFrame: s.supersedeFrame}
+	s.allLives = append(s.allLives, l)
 	l.ext = s.world.forLife(l.n)
 	env := Env{
 		HTTPClient: &http.Client{Transport: &transport{g: s.gate, l: l}},
@@ -111,6 +126,7 @@ const abandonAfter = 48 * time.Hour
 func (s *sim) await(l *life, d, step time.Duration) bool {
 	limit := time.Now().Add(d)
 	for !l.exited() {
+		s.steps.Add(1)
 		if !time.Now().Before(limit) {
 			return false
 		}

@@ -1,6 +1,8 @@
 package proof
 
 import (
+	"time"
+
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/fakeband"
 )
@@ -36,6 +38,12 @@ type Options struct {
 	// after its message was marked processed, nothing sent after an
 	// interrupt reached the agent, nothing pending.
 	RepliesOptional bool
+	// Busy, if set, reports whether the agent was working on a turn in
+	// the room (by id) in life at tick (see External.Tick) in a way the
+	// engine cannot see, such as a call to the outside world in flight.
+	// The oracle asks it when it judges whether an interrupt found a turn
+	// in flight (InterruptConsumes).
+	Busy func(life int, room string, tick int64) bool
 }
 
 // CustomCheck is one more invariant for Options.Checks, such as "no side
@@ -103,4 +111,37 @@ type Result struct {
 	// QuietAt is the request count when the system first went quiet
 	// with every event fired: the lifecycle's request sequence.
 	QuietAt int
+	// Signals are the interrupts, stops and plays the engine sent, and
+	// the supersedes that reached the agent, with whether and when each
+	// reached it.
+	Signals []Signal
+	// Said are the humans' messages, in the order they were said.
+	Said []Said
+	// Sockets counts the socket upgrades the agent asked for, over all
+	// its lives: zero for an agent that never tries to listen.
+	Sockets int
+}
+
+// Signal is one control signal and whether it reached the agent: the
+// agent read its push from its socket. Late and lost pushes reach it
+// late or never; a push to an agent with no socket never does.
+type Signal struct {
+	// Kind is Interrupt, Stop, Play or Supersede.
+	Kind EventKind
+	// RoomID is the room it is for; "" for an agent-wide interrupt and
+	// for a supersede.
+	RoomID string
+	// Reached: the agent read the push, in Life, at At (virtual time);
+	// Tick orders that among what else the engine saw (External.Tick).
+	Reached bool
+	Life    int
+	At      time.Time
+	Tick    int64
+}
+
+// Said is one message a human said.
+type Said struct {
+	// ID is the message's id, RoomID its room's; Label names it in
+	// reports ("r1m2"), whatever its text.
+	ID, RoomID, Label string
 }

@@ -29,9 +29,16 @@ const (
 	// InterruptSilence: nothing is sent for an interrupted cycle after
 	// the signal reached the agent.
 	InterruptSilence Invariant = "interrupt-silence"
+	// InterruptConsumes: a message whose turn an interrupt reached is
+	// consumed by the life that heard it: that life does not run its
+	// handler again, post its reply or mark it failed.
+	InterruptConsumes Invariant = "interrupt-consumes"
 	// StopSilence: no handler starts in a room between a stop that
 	// reached the agent and the room's play.
 	StopSilence Invariant = "stop-silence"
+	// SupersedeStops: an agent the supersede reached starts no new work
+	// (no claim, no reply, no socket) and returns within 10s.
+	SupersedeStops Invariant = "supersede-stops"
 	// AgentLifecycle: the agent runs until its context ends and returns
 	// soon after.
 	AgentLifecycle Invariant = "agent-lifecycle"
@@ -41,7 +48,7 @@ const (
 )
 
 // Invariants is every invariant, in the order the oracle judges them.
-var Invariants = []Invariant{NoDoublePost, NonePending, OneOutcome, AbortsUncharged, InterruptSilence, StopSilence, AgentLifecycle, Quiet}
+var Invariants = []Invariant{NoDoublePost, NonePending, OneOutcome, AbortsUncharged, InterruptSilence, InterruptConsumes, StopSilence, SupersedeStops, AgentLifecycle, Quiet}
 
 // Violation is an invariant that failed, with a one-clause reason.
 type Violation struct {
@@ -88,7 +95,9 @@ func (s *sim) judge() Result {
 	t.pending(v)
 	t.outcomes(v)
 	t.interrupts(v)
+	t.interruptsConsume(v)
 	t.stops(v)
+	t.superseded(v)
 	v.check(AgentLifecycle)
 	v.check(Quiet)
 	if s.failure != nil {
@@ -98,10 +107,18 @@ func (s *sim) judge() Result {
 		Schedule: s.sched, Violation: v.first(), Found: v.found, Checks: v.checks, Violations: v.violated, Faults: s.firedFaults(),
 		DoublePosts: v.doublePosts, Lost: v.lost, Interrupted: v.interrupted,
 		Messages: len(s.messages), Lives: s.lives, Released: s.released, QuietAt: s.quietAt,
-		Posts: t.posts,
+		Signals: s.signals(), Said: s.said(), Posts: t.posts,
 	}
 	for _, r := range s.rooms {
 		res.Events = append(res.Events, s.band.ChatEvents(r.ID))
+	}
+	for _, l := range s.allLives {
+		res.Sockets += int(l.sockets.Load())
+	}
+	if s.busy {
+		// A busy loop cut the run short: what it left pending says
+		// nothing more.
+		res.Violation = v.found[s.failure.Invariant]
 	}
 	for _, ps := range t.posts {
 		res.Replies += len(ps)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/band-once/bandonce/fakeband"
 )
@@ -135,7 +136,7 @@ func (c *socketConn) Read(p []byte) (int, error) {
 	n, err := c.rwc.Read(p)
 	c.l.socketBytes.Add(int64(n))
 	if n > 0 {
-		c.noteCorrelationIDs(p[:n])
+		c.noteRead(p[:n])
 	}
 	if err != nil {
 		c.markClosed()
@@ -151,8 +152,16 @@ var correlationField = []byte(`"correlation_id":"`)
 // "ctl-" and a number.
 const maxCorrelationID = 32
 
-func (c *socketConn) noteCorrelationIDs(read []byte) {
+// noteRead looks through what the agent just read (with the end of the
+// read before, in case a frame spans two) for control pushes, by their
+// correlation ids, and for Band's supersede push.
+func (c *socketConn) noteRead(read []byte) {
 	data := append(c.carry, read...)
+	if len(c.l.supersedeFrame) > 0 && bytes.Contains(data, c.l.supersedeFrame) {
+		c.l.noteSupersedeHeard()
+	}
+	keep := min(len(data), max(len(correlationField)+maxCorrelationID, len(c.l.supersedeFrame)))
+	tail := data[len(data)-keep:]
 	for {
 		i := bytes.Index(data, correlationField)
 		if i < 0 {
@@ -167,33 +176,48 @@ func (c *socketConn) noteCorrelationIDs(read []byte) {
 			}
 			break // the id goes on in the next read
 		}
-		c.l.arrivals.note(string(rest[:j]))
+		c.l.arrivals.note(string(rest[:j]), c.l)
 		data = rest[j:]
 	}
-	keep := min(len(data), len(correlationField)+maxCorrelationID)
-	c.carry = append(c.carry[:0], data[len(data)-keep:]...)
+	c.carry = append(c.carry[:0], tail...)
 }
 
-// pushArrivals are the correlation ids of the control pushes that reached
-// the agent, in any of its lives.
+// pushArrivals are the control pushes that reached the agent, in any of
+// its lives, by correlation id.
 type pushArrivals struct {
 	mu   sync.Mutex
-	seen map[string]bool
+	seen map[string]arrival
 }
 
-func (a *pushArrivals) note(id string) {
+// arrival is when a control push first reached the agent, and which life
+// read it.
+type arrival struct {
+	life int
+	at   time.Time
+	tick int64
+}
+
+func (a *pushArrivals) note(id string, l *life) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.seen == nil {
-		a.seen = make(map[string]bool)
+		a.seen = make(map[string]arrival)
 	}
-	a.seen[id] = true
+	if _, ok := a.seen[id]; !ok {
+		a.seen[id] = arrival{life: l.n, at: time.Now(), tick: l.order.next()}
+	}
 }
 
 func (a *pushArrivals) arrived(id string) bool {
+	_, ok := a.get(id)
+	return ok
+}
+
+func (a *pushArrivals) get(id string) (arrival, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return id != "" && a.seen[id]
+	got, ok := a.seen[id]
+	return got, ok && id != ""
 }
 
 func (c *socketConn) Write(p []byte) (int, error) { return c.rwc.Write(p) }

@@ -28,6 +28,9 @@ type defects struct {
 	onePageGuard    bool // reads only the first page of /context
 	ignoreInterrupt bool // listens for control signals but ignores interrupts
 	ignoreStop      bool // listens for control signals but ignores stops
+	ignoreSupersede bool // hears supersede and carries on (its socket reconnects)
+	replayInterrupt bool // an interrupted cycle is left for replay, not consumed
+	resendOn5xx     bool // a POST answered 5xx is sent again without reading the room
 }
 
 // contextPage is the page size the hand-made guard asks for; small, so a
@@ -56,9 +59,12 @@ type loopAgent struct {
 	abort      map[string]string // room -> "interrupt" or "stop" for the cycle in flight
 	active     map[string]bool   // room -> a cycle is between dequeue and its fate
 	ackPending map[string]bool   // message -> only the processed mark is owed
+	superseded context.CancelFunc
 }
 
 func (a *loopAgent) run(ctx context.Context) error {
+	ctx, a.superseded = context.WithCancel(ctx)
+	defer a.superseded()
 	var rooms []string
 	for ctx.Err() == nil {
 		var err error
@@ -96,6 +102,10 @@ func (a *loopAgent) onControl(event string, payload json.RawMessage) {
 	var c struct {
 		Mode   string  `json:"mode"`
 		RoomID *string `json:"room_id"`
+	}
+	if event == "supersede" && !a.d.ignoreSupersede {
+		a.superseded() // another connection took over: stop
+		return
 	}
 	if event != "agent.control" || json.Unmarshal(payload, &c) != nil {
 		return
@@ -180,6 +190,12 @@ func (a *loopAgent) cycle(ctx context.Context, room string) {
 		if (errors.As(err, &apiErr) && apiErr.status == http.StatusForbidden) || try == 2 {
 			return // stopped, or giving up for now: /next serves it again
 		}
+		if a.d.resendOn5xx && errors.As(err, &apiErr) && apiErr.status >= 500 {
+			// "The server said it failed": sent again without a read.
+			if a.api.post(ctx, room, content, m.SenderID) == nil {
+				break
+			}
+		}
 	}
 	if !a.d.ackBeforePost {
 		a.ack(ctx, room, m.ID)
@@ -189,7 +205,7 @@ func (a *loopAgent) cycle(ctx context.Context, room string) {
 // settleAbort ends an aborted cycle: an interrupt consumes the message,
 // a stop leaves it for replay.
 func (a *loopAgent) settleAbort(ctx context.Context, room, id string) {
-	if a.aborted(room) == "interrupt" {
+	if a.aborted(room) == "interrupt" && !a.d.replayInterrupt {
 		a.ack(ctx, room, id)
 	}
 }

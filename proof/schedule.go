@@ -28,8 +28,9 @@ type Schedule struct {
 // EventKind says what an Event does.
 type EventKind int
 
-// Event kinds. The request-bound kinds (KillBefore through StaleNext) act
-// on one request at the gate; the others act on the world when they fire.
+// Event kinds. The request-bound kinds (KillBefore through StaleNext, and
+// AppliedThen5xx and AnswerAfterGiveUp) act on one request at the gate;
+// the others act on the world when they fire.
 const (
 	// Say: a human posts Spec in Room, mentioning the agent.
 	Say EventKind = iota
@@ -73,6 +74,14 @@ const (
 	// announces it with a room_added push (which a PushFault may lose).
 	// A room with a Join event starts without the agent.
 	Join
+	// AppliedThen5xx: the fake applies the request and the agent is
+	// answered Status (a 5xx) anyway, as a load balancer does when its
+	// upstream answered too slowly for it.
+	AppliedThen5xx
+	// AnswerAfterGiveUp: the fake applies the request at once and its
+	// answer takes Delay to come back, so a client with a shorter timeout
+	// gives up on a request that did land.
+	AnswerAfterGiveUp
 )
 
 var eventNames = [...]string{
@@ -80,6 +89,7 @@ var eventNames = [...]string{
 	ServerError: "server-error", Latency: "latency", LoseResponse: "lose-response",
 	StaleNext: "stale-next", Interrupt: "interrupt", Stop: "stop", Play: "play",
 	DropSocket: "drop-socket", PushFault: "push-fault", Supersede: "supersede", Join: "join",
+	AppliedThen5xx: "applied-then-5xx", AnswerAfterGiveUp: "answer-after-give-up",
 }
 
 // String names the kind as witnesses and traces spell it.
@@ -91,7 +101,16 @@ func (k EventKind) String() string {
 }
 
 // requestBound reports whether the kind acts on one request at the gate.
-func (k EventKind) requestBound() bool { return k >= KillBefore && k <= StaleNext }
+func (k EventKind) requestBound() bool {
+	return (k >= KillBefore && k <= StaleNext) || k == AppliedThen5xx || k == AnswerAfterGiveUp
+}
+
+// appliesTo reports whether a request-bound event of kind k can act on a
+// request to ep: the two faults that answer an applied request differently
+// make no sense for a socket upgrade, so they wait for the next request.
+func (k EventKind) appliesTo(ep fakeband.Endpoint) bool {
+	return ep != fakeband.EndpointSocket || (k != AppliedThen5xx && k != AnswerAfterGiveUp)
+}
 
 // PushMode is how a control push (or, for PushFault, the next push)
 // travels to the agent.
@@ -127,12 +146,12 @@ type Event struct {
 	Endpoint fakeband.Endpoint // request-bound kinds only
 	Room     int               // Say, Join and control kinds: the room's index; -1 is agent-wide (Interrupt only)
 	Spec     MessageSpec       // Say
-	Status   int               // Throttle (429) and ServerError (5xx)
+	Status   int               // Throttle (429), ServerError and AppliedThen5xx (5xx)
 	// RetryAfter is Throttle's Retry-After header, in seconds; "" sends
 	// an empty 429.
 	RetryAfter string
 	Count      int           // ServerError: the burst's length
-	Delay      time.Duration // Latency, and PushLate
+	Delay      time.Duration // Latency, AnswerAfterGiveUp and PushLate
 	Push       PushMode      // control kinds and PushFault
 	PushEvent  string        // PushFault: the push it disturbs, e.g. "message_created"
 }
@@ -159,7 +178,7 @@ func (e Event) String() string {
 	}
 	switch e.Kind {
 	case Say:
-		fmt.Fprintf(&b, "human says %s in %s", e.Spec, room)
+		fmt.Fprintf(&b, "human says %s in %s", e.Spec.said(), room)
 	case KillBefore:
 		fmt.Fprintf(&b, "kill the agent before %s is sent", target)
 	case KillAfter:
@@ -178,6 +197,10 @@ func (e Event) String() string {
 		fmt.Fprintf(&b, "lose the response of %s (applied)", target)
 	case StaleNext:
 		fmt.Fprintf(&b, "stale replica answers %s", target)
+	case AppliedThen5xx:
+		fmt.Fprintf(&b, "apply %s, then answer it %d", target, e.Status)
+	case AnswerAfterGiveUp:
+		fmt.Fprintf(&b, "apply %s at once, answer it %s later", target, e.Delay)
 	case Interrupt, Stop, Play:
 		fmt.Fprintf(&b, "%s %s", e.Kind, room)
 		if e.Push != PushNormal {
@@ -252,6 +275,36 @@ type MessageSpec struct {
 	// Key is the reply's natural dedup key; "" means the message's
 	// default key. Messages sharing a key share one reply.
 	Key string
+	// Text, if set, is what the human writes instead of the spec: a
+	// line such as "ok" that other messages of the room may share. No
+	// spec can be read from it, so the message is answered plainly: it
+	// must be a Reply with no failures, no delay and no Key.
+	Text string
+	// Quotes, if set, is the label of an earlier message of the room
+	// whose dedup marker the human pastes as the last line of this one,
+	// as someone pasting the agent's output back into the chat does.
+	Quotes string
+}
+
+// said describes the message for witnesses: its spec, or its text and
+// label when it has one, and the marker it quotes.
+func (s MessageSpec) said() string {
+	out := s.String()
+	if s.Text != "" {
+		out = fmt.Sprintf("%q (%s, answered plainly)", s.Text, s.Label)
+	}
+	if s.Quotes != "" {
+		out += fmt.Sprintf(", pasting %s's dedup marker as its last line", s.Quotes)
+	}
+	return out
+}
+
+// body is the text the human writes, before any quoted marker.
+func (s MessageSpec) body() string {
+	if s.Text != "" {
+		return s.Text
+	}
+	return s.String()
 }
 
 // String is the spec as the human writes it; ParseSpec reads it back.
@@ -271,9 +324,11 @@ func (s MessageSpec) String() string {
 }
 
 // ParseSpec reads a spec written by MessageSpec.String, as the handler
-// does from a message's body.
+// does from a message's body. Only the first line is read: a line pasted
+// after it (a quoted marker) is not part of the spec.
 func ParseSpec(text string) (MessageSpec, error) {
-	fields := strings.Fields(text)
+	first, _, _ := strings.Cut(text, "\n")
+	fields := strings.Fields(first)
 	if len(fields) < 2 {
 		return MessageSpec{}, fmt.Errorf("proof: not a message spec: %q", text)
 	}

@@ -28,10 +28,13 @@ func TestBrokenAgentsFailWithTheRightReasonAndAMinimalWitness(t *testing.T) {
 			GenOptions{RepliesOnly: true, NoJoins: true, MinRooms: 1, MaxRooms: 1, MinMessages: 4, MaxMessages: 8}, NoDoublePost, "replies with key"},
 		{"interrupt ignored", defects{ignoreInterrupt: true}, replies, InterruptSilence, "sent after the interrupt"},
 		{"stop ignored", defects{ignoreStop: true}, replies, StopSilence, "after its stop reached the agent"},
+		{"interrupted cycle left for replay", defects{replayInterrupt: true}, replies, InterruptConsumes, "must be consumed, not left for replay"},
+		{"supersede ignored", defects{ignoreSupersede: true}, replies, SupersedeStops, "kept working after it was superseded"},
+		{"POST re-sent after a 5xx", defects{resendOn5xx: true}, replies, NoDoublePost, "replies with key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{Agent: restAgent(tc.defect)}
-			rep := Run(t, RunConfig{Seed: 1, Schedules: 120, Gen: tc.gen, Engine: opts})
+			rep := Run(t, RunConfig{Seed: 1, Schedules: 400, Gen: tc.gen, Engine: opts})
 			require.False(t, rep.Held, "the prover must fail this agent")
 			require.NotNil(t, rep.First)
 			assert.Equal(t, tc.want, rep.First.Invariant)

@@ -147,6 +147,26 @@ func TestShellFindsARoomWhosePushWasLost(t *testing.T) {
 	assert.Equal(t, 1, res.Faults["push_lost"])
 }
 
+// Regression (found by interrupt-consumes, failing until the Shell is
+// fixed): an interrupt reaches the Shell while its reply's guard read of
+// /context is being retried after a 502, before the fate is committed.
+// The cycle records the interrupt, but when the guard read then fails for
+// good, post() returns through r.failed("GET context") with the reply
+// kept in r.unsent and the interrupt forgotten; Band serves the message
+// again and the same life posts the reply the user interrupted. Gate
+// indices: 1 me, 2 chats, 3 socket, 4 next, 5 processing, 6 context (502),
+// 7 the retried read, parked when the interrupt arrives.
+func TestShellKeepsAnInterruptThatLandsDuringTheGuardRead(t *testing.T) {
+	s := &Schedule{Seed: 1, Rooms: 1, Name: "interrupt during a failing guard read", Events: []Event{
+		{Kind: Say, Spec: MessageSpec{Label: "r1m1", Outcome: Reply, Key: "nk:a"}},
+		{At: 1, Kind: ServerError, Endpoint: fakeband.EndpointContext, Status: 502, Count: 3},
+		{At: 7, Kind: Interrupt, Room: 0},
+	}}
+	res := Simulate(t, s, Options{})
+	assert.Nil(t, res.Violation, "the interrupted message must be consumed, its reply never posted")
+	assert.Equal(t, 0, res.Replies)
+}
+
 // Regression, found by the prover once every request passed the shell's
 // one budget: a 429 with Retry-After paused every request, the reply of
 // r3m1 (its fate decided) waited in the pause, an interrupt reached the

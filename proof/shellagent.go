@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,9 @@ const (
 	LedgerMemory LedgerKind = "memory"
 	// LedgerBolt keeps a boltledger file, reopened by every life.
 	LedgerBolt LedgerKind = "bolt"
+	// LedgerPG keeps a pgledger in PostgreSQL, under an agent id of the
+	// schedule's own; every life opens it and leads under a new lease.
+	LedgerPG LedgerKind = "pg"
 )
 
 // ShellConfig configures the prover's own agent, a bandonce.Shell.
@@ -35,6 +39,10 @@ type ShellConfig struct {
 	Durable LedgerKind
 	// Dir holds the bolt files; required with LedgerBolt.
 	Dir string
+	// Postgres is the database URL and Schema the PostgreSQL schema of
+	// the pgledgers; both required with LedgerPG. The caller drops the
+	// schema when the run is over.
+	Postgres, Schema string
 	// MaxAttempts is the Shell's failure budget. Zero means 3.
 	MaxAttempts int
 }
@@ -57,6 +65,9 @@ var boltFiles atomic.Int64
 // counts survive kills.
 func ShellAgent(cfg ShellConfig) func(*Schedule) (Factory, func()) {
 	return func(s *Schedule) (Factory, func()) {
+		if s.Durable && cfg.Durable == LedgerPG {
+			return pgAgent(cfg), nil
+		}
 		var keep bandonce.Ledger
 		path := ""
 		if s.Durable {
@@ -123,12 +134,15 @@ func runShell(ctx context.Context, env Env, ledger bandonce.Ledger, maxAttempts 
 // ext so a later life knows how many failures are behind it.
 func SpecHandler(ext *External) bandonce.Handler {
 	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-		spec, err := ParseSpec(m.Body())
-		if err != nil {
-			return nil, bandonce.Permanent(err)
-		}
 		if _, err := ext.Started(m.RoomID, m.ID); err != nil {
 			return nil, err
+		}
+		defer func() { _ = ext.Ended(m.RoomID, m.ID) }()
+		spec, err := ParseSpec(m.Body())
+		if err != nil {
+			// A plain line (MessageSpec.Text, "ok"): answered plainly.
+			line, _, _ := strings.Cut(m.Body(), "\n")
+			return &bandonce.Reply{Content: "done: " + line, Mentions: []string{m.SenderID}}, nil
 		}
 		if spec.Slow > 0 {
 			t := time.NewTimer(spec.Slow)

@@ -154,6 +154,8 @@ var simplifications = []func(*Event) bool{
 		return false
 	},
 	func(e *Event) bool { return zero(&e.Spec.Key) },
+	func(e *Event) bool { return zero(&e.Spec.Text) },
+	func(e *Event) bool { return zero(&e.Spec.Quotes) },
 	func(e *Event) bool { return zero(&e.After) },
 	func(e *Event) bool {
 		if e.Kind == PushFault || e.Push == PushNormal {
@@ -208,6 +210,9 @@ func compactRooms(s *Schedule) *Schedule {
 		}
 		if c.Events[i].Kind == Say {
 			c.Events[i].Spec.Label = relabel(c.Events[i].Spec.Label, c.Events[i].Room)
+			if c.Events[i].Spec.Quotes != "" {
+				c.Events[i].Spec.Quotes = relabel(c.Events[i].Spec.Quotes, c.Events[i].Room)
+			}
 		}
 	}
 	return c

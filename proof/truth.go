@@ -10,6 +10,7 @@ type truth struct {
 	marks    map[string][]fakeband.Mark   // by message id
 	starts   []HandlerStart
 	sends    []sendRecord
+	turnReqs []roomRequest
 	keyOf    map[string]string // message id -> reply key
 	repliers []map[string]int  // by room: key -> messages that may reply with it
 }
@@ -44,6 +45,8 @@ func (s *sim) gather() *truth {
 	}
 	t.starts, _ = s.world.snapshot()
 	t.sends = s.gate.sendRecords()
+	t.turnReqs = s.gate.turnRequests()
+
 	return t
 }
 

@@ -101,7 +101,7 @@ var catalogue = []broken{
 			}
 		}
 		return reply(m, ""), nil
-	}), nil, []string{"work went on after an interrupt", "work went on in a stopped room"}},
+	}), nil, []string{"work went on after an interrupt", "work went on in a stopped room", "never happened"}},
 	{"a handler that blocks without honouring its context", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		x := ExternalFrom(ctx)
 		if key := "notify:" + m.ID; x.Performed(key) == 0 {

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/band-once/bandonce/proof"
 )
 
 // exercised sums what one check's schedules did to the reference agent.
@@ -11,6 +13,7 @@ type exercised struct {
 	faults                      map[string]int
 	calls, failed, cancelled    int
 	superseded, keyed, messages int
+	supersedesHeard             int
 }
 
 func exercise(t *testing.T, d *checkDef) exercised {
@@ -39,6 +42,7 @@ func exercise(t *testing.T, d *checkDef) exercised {
 		if rec := out.obs.supersede; rec != nil && rec.stopped {
 			ex.superseded++
 		}
+		ex.supersedesHeard += out.res.Checks[proof.SupersedeStops]
 		for _, e := range tr.sched.Events {
 			if e.Spec.Key != "" {
 				ex.keyed++
@@ -65,6 +69,8 @@ func TestEveryCheckExercisesWhatItSays(t *testing.T) {
 			assert.Positive(t, f["lost_response"]+f["server_5xx"], d.name)
 		case "lost-reply":
 			assert.Positive(t, f["lost_response"], d.name)
+			assert.Positive(t, f["applied_then_5xx"], d.name)
+			assert.Positive(t, f["applied_answered_after_give_up"], d.name)
 		case "duplicate-delivery":
 			assert.Positive(t, f["stale_next"], d.name)
 			assert.Positive(t, f["push_duplicated"], d.name)
@@ -76,6 +82,13 @@ func TestEveryCheckExercisesWhatItSays(t *testing.T) {
 			assert.Positive(t, ex.failed, d.name)
 		case "natural-keys":
 			assert.Positive(t, ex.keyed, d.name)
+		case "look-alikes":
+			assert.Positive(t, f["human_same_text"], d.name)
+			assert.Positive(t, f["human_same_second"], d.name)
+			assert.Positive(t, f["human_quotes_marker"], d.name)
+		case "joined-rooms":
+			assert.Positive(t, f["room_joined"], d.name)
+			assert.Positive(t, f["push_lost"], d.name)
 		case "interrupt":
 			assert.Positive(t, f["interrupt"], d.name)
 			assert.Positive(t, ex.cancelled, "interrupts land while the handler works")
@@ -84,6 +97,7 @@ func TestEveryCheckExercisesWhatItSays(t *testing.T) {
 			assert.Positive(t, ex.cancelled, "stops land while the handler works")
 		case "supersede":
 			assert.Positive(t, ex.superseded, d.name)
+			assert.Positive(t, ex.supersedesHeard, "the engine saw the supersede reach the instance")
 		case "storm":
 			assert.Greater(t, len(f), 5, "a storm mixes many faults")
 		default:

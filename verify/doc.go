@@ -5,11 +5,13 @@
 // It runs the author's real agent (a Handler on the Shell, or a loop of its
 // own over Band's REST API) through real lifecycles against the fake Band
 // of package fakeband, under seeded crashes, lost responses, duplicates,
-// 429s and 5xxs, socket faults and interrupt, stop, play and supersede, on
-// the engine of package proof. It re-derives the verdict from the fake's
-// ground truth, from what the agent sent on the wire, and from the side
-// effects it performed in an External double; never from the agent's own
-// account.
+// 429s and 5xxs (some after Band applied the request), answers that come
+// after the client gave up, rooms of look-alike messages, rooms joined
+// mid-run, socket faults and interrupt, stop, play and supersede, on the
+// engine of package proof (docs/verify.md describes the fault model). It
+// re-derives the verdict from the fake's ground truth, from what the agent
+// sent on the wire, and from the side effects it performed in an External
+// double; never from the agent's own account.
 //
 // # For authors
 //
@@ -21,9 +23,10 @@
 //
 // ExactlyOnce runs every check of Checks (each is exported, to run alone:
 // KillBeforePost, KillAfterPost, LostAck, LostReply, DuplicateDelivery,
-// TransientErrors, HandlerErrors, NaturalKeys, LongRoom, Interrupt,
-// StopAndPlay, Supersede, Storm) over DefaultSchedules seeded schedules
-// each, in well under a second for a small agent. On the first violation it
+// TransientErrors, HandlerErrors, NaturalKeys, LookAlikes, LongRoom,
+// JoinedRooms, Interrupt, StopAndPlay, Supersede, Storm) over
+// DefaultSchedules seeded schedules each, in about a second for a small
+// agent. On the first violation it
 // calls t.Errorf with the check, the first violating seed, a one-clause
 // reason naming the defect, the schedule shrunk to the events that still
 // show it, and the command that replays it alone:
@@ -43,11 +46,16 @@
 // reply, processed without a reply after an interrupt, or dead-lettered);
 // at most one reply per dedup key and room; nothing lost or left pending;
 // the dedup key of a message is the same at every delivery, and two
-// messages do not share one; no side effect of the External double is
-// performed twice for one natural key; nothing is posted, performed or
-// started after an interrupt or inside a stopped room; a handler returns
-// soon after its context ends; a message whose reply was posted is never
-// then marked failed; a superseded instance stops and sends nothing more.
+// messages do not share one; an interrupted message is consumed, not left
+// for replay; no side effect of the External double is performed twice for
+// one natural key, and its key is as stable across deliveries as a reply's;
+// nothing is posted, performed or started after an interrupt or inside a
+// stopped room, and no effect completes after such a signal reached its
+// turn; no effect outlives its turn, and a message answered as done had its
+// effects done; a handler returns soon after its context ends; a message
+// whose reply was posted is never then marked failed; a superseded instance
+// stops, judged from the moment the supersede reaches it, and sends nothing
+// more; every room the agent is added to is served.
 //
 // A turn's other effects are judged too (bandonce.Message.Send, Event and
 // Step): every message and event at most once per key and room, each
@@ -65,8 +73,9 @@
 // External double. A Factory builds a fresh Agent for every life, so a kill
 // really forgets what the agent kept in memory. Shell adapts a Handler in
 // one line. An agent with its own loop takes the Env directly, and should
-// call External.Started when its handler begins, so that stops can be
-// judged.
+// call External.Started when its handler begins: that opens the message's
+// turn, to which its effects belong until it marks the message, and lets
+// stops and interrupts be judged.
 //
 // Side effects go through External.Effect, each under the natural key of
 // its unit of work and with the context of the work, and an idempotent
@@ -87,9 +96,11 @@
 // # Capabilities
 //
 // Agents that legitimately differ say so: MayNotReply (a message may be
-// consumed without a reply), NoControlSignals (no socket: interrupt, stop
-// and play, and supersede do not apply), MaxAttempts (the agent's failure
-// budget).
+// consumed without a reply), MayPerformNoEffect (a message may be answered
+// without a side effect), NoControlSignals (no socket: interrupt, stop and
+// play, and supersede do not apply), MaxAttempts (the agent's failure
+// budget). An agent that never asks for a socket without declaring
+// NoControlSignals fails, rather than pass the control checks vacuously.
 //
 // # Limits
 //
@@ -98,9 +109,11 @@
 // agent blocked on something the verifier cannot reach (select {}, a
 // channel nobody closes) cannot be released when its life is killed: the
 // engine reports that it did not stop after its context ended, and its
-// goroutines stay blocked for the rest of the test binary. Work the agent
-// does outside Env (its own network calls, files) is invisible to the
-// verifier.
+// goroutines stay blocked for the rest of the test binary. An agent that
+// never waits on a timer between requests fails as a busy loop; one that
+// spins without ever blocking stops the test binary with that reason after
+// two minutes of wall time. Work the agent does outside Env (its own
+// network calls, files) is invisible to the verifier.
 //
 // # band-once 0.1
 //

@@ -49,6 +49,10 @@ type External struct {
 	life  int
 	ctx   context.Context // ends when the life is killed or the schedule ends
 	inner *proof.External
+	// turn is the handler call this External was handed to (Shell
+	// adapter); nil for the life's own, whose effects belong to the
+	// life's open loop turn.
+	turn *turn
 }
 
 // Started records that the agent's handler started work on a message in a
@@ -56,13 +60,29 @@ type External struct {
 // own loop should call it when its handler begins, so the verifier can judge
 // that no work starts in a stopped room. It fails only for a dead life.
 func (x *External) Started(room, messageID string) error {
-	_, err := x.inner.Started(room, messageID)
-	return err
+	if _, err := x.inner.Started(room, messageID); err != nil {
+		return err
+	}
+	if x.obs != nil && x.turn == nil {
+		x.obs.openTurn(x.life, room, messageID, false)
+	}
+	return nil
+}
+
+// turnOf is the turn an effect call or question belongs to.
+func (x *External) turnOf() *turn {
+	if x.turn != nil || x.obs == nil {
+		return x.turn
+	}
+	return x.obs.loopTurn(x.life)
 }
 
 // Performed reports how many times the effect named by key was performed,
 // by any life of the agent.
 func (x *External) Performed(key string) int {
+	if x.obs != nil {
+		x.obs.touch(x.turnOf(), key)
+	}
 	x.world.mu.Lock()
 	defer x.world.mu.Unlock()
 	return x.world.effects[key]
@@ -82,8 +102,11 @@ func (x *External) effect(ctx context.Context, key, idempotencyKey string) error
 	if x.ctx.Err() != nil {
 		return ErrLifeEnded
 	}
-	call := w.begin(x.life, key, ctx)
-	call.idempotencyKey = idempotencyKey
+	tr := x.turnOf()
+	if x.obs != nil {
+		x.obs.touch(tr, key)
+	}
+	call := w.begin(x.life, key, idempotencyKey, ctx, tr)
 	if ctx.Err() != nil {
 		w.finish(call, outcomeRefused)
 		return context.Cause(ctx)
@@ -133,6 +156,9 @@ func (x *External) EffectOnce(ctx context.Context, idempotencyKey, key string) e
 	w.mu.Unlock()
 	switch {
 	case served:
+		if x.obs != nil {
+			x.obs.touch(x.turnOf(), key) // the turn called it: the system did nothing more
+		}
 		return nil
 	case busy:
 		// As such an API answers a second request while the first is
@@ -210,6 +236,12 @@ type effectCall struct {
 	// uncancellable: its context can never end (context.Background and
 	// the like), which a hanging call turns into a handler stuck forever.
 	uncancellable bool
+	// turn is the delivery it belongs to (nil if the verifier cannot
+	// tell); begin and end order the call with the engine's ticks (end
+	// is 0 while it runs), endAt is when it ended (virtual time).
+	turn       *turn
+	begin, end int64
+	endAt      time.Time
 	// idempotencyKey is the key an EffectOnce call carried, "" for Effect.
 	idempotencyKey string
 }
@@ -218,8 +250,10 @@ type effectCall struct {
 type world struct {
 	plan  externalPlan
 	start time.Time
-	// requests reports how many requests the agent has completed.
+	// requests reports how many requests the agent has completed; tick
+	// reads the engine's order clock.
 	requests func() int
+	tick     func() int64
 
 	mu      sync.Mutex
 	effects map[string]int
@@ -244,14 +278,17 @@ func (w *world) keyRand(key string, nth int) *rand.Rand {
 	return rand.New(rand.NewPCG(h, uint64(nth)))
 }
 
-func (w *world) begin(life int, key string, ctx context.Context) *effectCall {
+func (w *world) begin(life int, key, idempotencyKey string, ctx context.Context, tr *turn) *effectCall {
 	w.mu.Lock()
 	w.perKey[key]++
 	nth := w.perKey[key]
 	w.mu.Unlock()
 	r := w.keyRand(key, nth)
 	p := w.plan
-	c := &effectCall{life: life, key: key, nth: nth, at: time.Since(w.start), latency: p.minLatency, uncancellable: ctx.Done() == nil}
+	c := &effectCall{life: life, key: key, nth: nth, at: time.Since(w.start), latency: p.minLatency, uncancellable: ctx.Done() == nil, turn: tr, idempotencyKey: idempotencyKey}
+	if w.tick != nil {
+		c.begin = w.tick()
+	}
 	if span := p.maxLatency - p.minLatency; span > 0 {
 		c.latency += time.Duration(r.Int64N(int64(span)))
 	}
@@ -272,9 +309,13 @@ func (w *world) begin(life int, key string, ctx context.Context) *effectCall {
 }
 
 func (w *world) finish(c *effectCall, o callOutcome) {
+	var tick int64
+	if w.tick != nil {
+		tick = w.tick()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c.outcome = o
+	c.outcome, c.end, c.endAt = o, tick, time.Now()
 	if o == outcomePerformed {
 		w.effects[c.key]++
 		if c.idempotencyKey != "" {

@@ -31,7 +31,7 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 	}
 	for _, check := range []func(*observation) *verdict{
 		failedAfterReply, keyChanged, missingMarker, keyShared, effectTwice,
-		workAfterCancel, effectAfterSignal, effectWithoutKey, stepRanAgain, handlerHung, callHung, supersedeBroken,
+		workAfterCancel, sentAfterSignal, effectWithoutKey, stepRanAgain, handlerHung, callHung,
 	} {
 		if v := check(o); v != nil {
 			return v
@@ -41,6 +41,9 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 		return v
 	}
 	if v := eventTwice(o, res); v != nil {
+		return v
+	}
+	if v := gapVerdict(cfg, res, o); v != nil {
 		return v
 	}
 	return fromOracle(cfg, res)
@@ -203,26 +206,6 @@ func callHung(o *observation) *verdict {
 			return &verdict{"call-hung", fmt.Sprintf(
 				"the effect %q was called with a context that nothing can cancel and hung: no interrupt, stop or shutdown can reach that work", c.key)}
 		}
-	}
-	return nil
-}
-
-func supersedeBroken(o *observation) *verdict {
-	o.mu.Lock()
-	rec := o.supersede
-	o.mu.Unlock()
-	if rec == nil {
-		return nil
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	switch {
-	case rec.notStopped:
-		return &verdict{"superseded-not-stopped", fmt.Sprintf(
-			"the superseded instance did not stop within %s after a newer connection of the agent took over", supersedeGrace)}
-	case rec.keptWorking != "":
-		return &verdict{"superseded-kept-working", fmt.Sprintf(
-			"the superseded instance kept working: it sent a %s request after the supersede reached it", rec.keptWorking)}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -20,7 +21,17 @@ type loopFlaws struct {
 	stallOnFailed  bool // a message served again after failed counts as handled
 	failAfterAck   bool // a failed processed mark becomes a failed mark
 	ackBeforePost  bool // the message is marked processed before its reply is posted
+
+	// Defects the widened fault model catches.
+	anySenderGuard  bool // the guard takes a [dedup_key:...] line from anyone for the agent's reply
+	resendOn5xx     bool // a POST answered 5xx is sent again at once: "the server said it failed"
+	resendOnTimeout bool // a POST the client timed out on is sent again at once: "it never got there"
+	listRoomsOnce   bool // the rooms are listed at start only: a room joined later is never served
+	noPause         bool // an idle loop asks /next again at once, never waiting on a timer
 }
+
+// requestTimeout bounds each of the loop's requests, as any client should.
+const requestTimeout = 2 * time.Second
 
 // sendOnce is a wire.Doer that sends every request once.
 type sendOnce struct{ hc *http.Client }
@@ -34,7 +45,8 @@ func (d sendOnce) Do(req *http.Request, _ bool) (*http.Response, error) { return
 func handLoop(fl loopFlaws) Factory {
 	return func() Agent {
 		return func(ctx context.Context, env Env) error {
-			l := &loop{fl: fl, env: env, c: wire.NewClient(env.BaseURL, env.APIKey, sendOnce{env.HTTPClient}), handled: map[string]bool{}}
+			hc := &http.Client{Transport: env.HTTPClient.Transport, Timeout: requestTimeout}
+			l := &loop{fl: fl, env: env, c: wire.NewClient(env.BaseURL, env.APIKey, sendOnce{hc}), handled: map[string]bool{}}
 			return l.run(ctx)
 		}
 	}
@@ -54,27 +66,42 @@ func (l *loop) run(ctx context.Context) error {
 		me, err := l.c.Me(ctx)
 		if err == nil {
 			l.me = me.ID
-			chats, err := l.c.Chats(ctx)
-			if err == nil {
-				rooms = []string{}
-				for _, ch := range chats {
-					rooms = append(rooms, ch.ID)
-				}
+			if rooms, err = l.rooms(ctx); err == nil {
 				break
 			}
 		}
 		pause(ctx, 100*time.Millisecond)
 	}
-	for ctx.Err() == nil {
+	for idle := 0; ctx.Err() == nil; {
 		busy := false
 		for _, room := range rooms {
 			busy = l.serve(ctx, room) || busy
 		}
-		if !busy {
-			pause(ctx, 200*time.Millisecond)
+		if busy || l.fl.noPause {
+			continue
+		}
+		pause(ctx, 200*time.Millisecond)
+		// Now and then the rooms are listed again: the agent may have
+		// been added to one, and there is no socket to say so.
+		if idle++; idle%5 == 0 && !l.fl.listRoomsOnce {
+			if again, err := l.rooms(ctx); err == nil {
+				rooms = again
+			}
 		}
 	}
 	return nil
+}
+
+func (l *loop) rooms(ctx context.Context) ([]string, error) {
+	chats, err := l.c.Chats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rooms := []string{}
+	for _, ch := range chats {
+		rooms = append(rooms, ch.ID)
+	}
+	return rooms, nil
 }
 
 func pause(ctx context.Context, d time.Duration) {
@@ -159,8 +186,17 @@ func (l *loop) post(ctx context.Context, room, key, content string, mentions []w
 		if found {
 			return true
 		}
-		if _, err := l.c.Post(ctx, room, content, mentions); err == nil {
+		_, err = l.c.Post(ctx, room, content, mentions)
+		if err == nil {
 			return true
+		}
+		var apiErr *wire.APIError
+		if (l.fl.resendOn5xx && errors.As(err, &apiErr) && apiErr.Status >= 500) ||
+			(l.fl.resendOnTimeout && isTimeout(err)) {
+			// "It failed, so it is not there": sent again without a read.
+			if _, err := l.c.Post(ctx, room, content, mentions); err == nil {
+				return true
+			}
 		}
 		if l.fl.blindRetry {
 			for range 3 {
@@ -190,7 +226,7 @@ func (l *loop) guard(ctx context.Context, room, key string) (bool, error) {
 				}
 				continue
 			}
-			if k, ok := markerKey(it.Content); ok && it.SenderID == l.me && k == key {
+			if k, ok := markerKey(it.Content); ok && (it.SenderID == l.me || l.fl.anySenderGuard) && k == key {
 				return true, nil
 			}
 		}
@@ -199,4 +235,10 @@ func (l *loop) guard(ctx context.Context, room, key string) (bool, error) {
 		}
 		cursor = page.NextCursor
 	}
+}
+
+// isTimeout reports whether err is the client giving up on a request.
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &te) && te.Timeout())
 }

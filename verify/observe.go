@@ -51,6 +51,12 @@ type observation struct {
 	labels map[string]string
 	// notes are remarks on what could not be exercised.
 	notes map[string]bool
+	// turns are the deliveries the agent worked on (see turn); tick reads
+	// the engine's order clock, from the first life on.
+	turns []*turn
+	tick  func() int64
+	// rooms are the rooms the agent sent a request about.
+	rooms map[string]bool
 
 	// running holds the context of each handler call in progress under
 	// the Shell adapter, by life and message: a message or event sent
@@ -93,11 +99,12 @@ type handlerCall struct {
 func newObservation(plan externalPlan) *observation {
 	o := &observation{
 		open: map[lifeRoom]string{}, keys: map[string][]string{}, keyLife: map[string]map[string]int{},
-		repliedOK: map[lifeMessage]bool{}, labels: map[string]string{}, notes: map[string]bool{},
+		repliedOK: map[lifeMessage]bool{}, labels: map[string]string{}, notes: map[string]bool{}, rooms: map[string]bool{},
 		running: map[lifeMessage]context.Context{}, delivery: map[lifeRoom]int{},
 		effectKeys: map[string]bool{}, stepWrites: map[stepRecord]int{},
 	}
 	o.world = newWorld(plan, o.requestsCompleted)
+	o.world.tick = o.ticker
 	return o
 }
 
@@ -124,6 +131,11 @@ func (o *observation) keyOf(messageID string, spec proof.MessageSpec) string {
 // env builds the Env one life of the agent gets: the engine's client
 // behind the verifier's recorder, and an External bound to the life.
 func (o *observation) env(ctx context.Context, pe proof.Env) Env {
+	o.mu.Lock()
+	if o.tick == nil {
+		o.tick = pe.External.Tick
+	}
+	o.mu.Unlock()
 	return Env{
 		HTTPClient: &http.Client{Transport: &recorder{o: o, life: pe.Life, inner: pe.HTTPClient.Transport}},
 		BaseURL:    pe.BaseURL,
@@ -153,7 +165,14 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.onRequest(ep)
 	}
 	o := r.o
+	if room != "" {
+		o.mu.Lock()
+		o.rooms[room] = true
+		o.mu.Unlock()
+	}
 	switch ep {
+	case fakeband.EndpointProcessed:
+		o.closeLoopTurns(r.life, msg)
 	case fakeband.EndpointProcessing:
 		o.mu.Lock()
 		o.open[lifeRoom{r.life, room}] = msg
@@ -168,6 +187,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	case endpointEvent:
 		r.noteEffect(req, room, true)
 	case fakeband.EndpointFailed:
+		o.closeLoopTurns(r.life, msg)
 		o.mu.Lock()
 		if o.repliedOK[lifeMessage{r.life, msg}] {
 			o.failedAfterReply = append(o.failedAfterReply, msg)

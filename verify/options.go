@@ -33,6 +33,7 @@ type config struct {
 	schedules   int
 	seed        int64
 	mayNotReply bool
+	noEffect    bool
 	noControl   bool
 	maxAttempts int
 	only        map[string]bool
@@ -60,6 +61,12 @@ func Seed(s int64) Option { return optionFunc(func(c *config) { c.seed = s }) }
 // replying. A message processed with no reply is then not counted as lost;
 // every other rule stands.
 func MayNotReply() Option { return optionFunc(func(c *config) { c.mayNotReply = true }) }
+
+// MayPerformNoEffect declares that a message may be answered without any
+// side effect, for agents whose effects depend on what a message says.
+// Without it, an agent that performs effects must perform at least one
+// for every message it answers; every other rule stands.
+func MayPerformNoEffect() Option { return optionFunc(func(c *config) { c.noEffect = true }) }
 
 // NoControlSignals declares that the agent keeps no socket, so it cannot
 // hear interrupt, stop, play or supersede. The checks that need them say

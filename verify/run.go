@@ -47,12 +47,14 @@ func (r *runner) simulate(tr trial) outcome {
 			return obs.factory(r.f), nil
 		},
 		KeyOf:      func(id string, spec proof.MessageSpec) string { return obs.keyOf(id, spec) },
+		Busy:       func(life int, room string, tick int64) bool { return obs.busy(life, room, tick) },
 		TurnEffect: func(key string) bool { return obs.isEffectKey(key) },
 	}
 	res := proof.Simulate(r.tt, tr.sched, opts)
 	if obs == nil { // the engine failed before the agent was built
 		obs = newObservation(tr.ext)
 	}
+	obs.useLabels(res.Said)
 	return outcome{res: res, obs: obs, v: judge(r.cfg, res, obs)}
 }
 
@@ -82,6 +84,7 @@ func (r *runner) runSchedules(d *checkDef, n int) checkRun {
 	var bad []*indexedOutcome
 	notes := make([][]string, n)
 	effects := make([]bool, n)
+	results := make([]proof.Result, n)
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), n) {
 		wg.Go(func() {
@@ -97,6 +100,7 @@ func (r *runner) runSchedules(d *checkDef, n int) checkRun {
 				calls, _ := out.obs.world.snapshot()
 				notes[i] = append(b.sortedNotes(), out.obs.sortedNotes()...)
 				effects[i] = len(calls) > 0 || b.sawEffects
+				results[i] = proof.Result{Signals: out.res.Signals}
 				if out.v == nil {
 					continue
 				}
@@ -127,6 +131,11 @@ func (r *runner) runSchedules(d *checkDef, n int) checkRun {
 				seen[note] = true
 				run.notes = append(run.notes, note)
 			}
+		}
+	}
+	if d.control {
+		if note := unheard(results[:run.schedules]); note != "" {
+			run.notes = append(run.notes, note)
 		}
 	}
 	sort.Strings(run.notes)

@@ -37,8 +37,8 @@ func (d *checkDef) count(n int) int {
 // allDefs is the suite, in order.
 var allDefs = []*checkDef{
 	defKillBeforePost, defKillAfterPost, defLostAck, defLostReply, defDuplicateDelivery,
-	defTransientErrors, defHandlerErrors, defNaturalKeys, defLongRoom, defInterrupt,
-	defStopAndPlay, defSupersede, defStorm,
+	defTransientErrors, defHandlerErrors, defNaturalKeys, defLookAlikes, defLongRoom, defJoinedRooms,
+	defInterrupt, defStopAndPlay, defSupersede, defStorm,
 }
 
 const noSocket = "the agent declared NoControlSignals, so no signal can reach it"
@@ -50,7 +50,7 @@ var (
 		build: func(b *builder) trial { return b.faulted(1, 4, b.kills(proof.KillAfter, fakeband.EndpointPost)) }}
 	defLostAck = &checkDef{name: "lost-ack", doc: "lose, fail or kill the processed mark",
 		build: func(b *builder) trial { return b.faulted(1, 4, b.lostAcks) }}
-	defLostReply = &checkDef{name: "lost-reply", doc: "lose or fail the answer to a reply POST while the agent lives",
+	defLostReply = &checkDef{name: "lost-reply", doc: "lose or fail the answer to a reply POST while the agent lives, some applied and answered 5xx or after the client gave up",
 		build: func(b *builder) trial { return b.faulted(1, 4, b.lostReplies) }}
 	defDuplicateDelivery = &checkDef{name: "duplicate-delivery", doc: "serve messages again: stale /next, duplicated pushes, lost claims",
 		build: func(b *builder) trial { return b.faulted(2, 5, b.duplicates) }}
@@ -197,11 +197,17 @@ func (b *builder) lostReplies(_, span int) []proof.Event {
 	var out []proof.Event
 	for range b.between(1, 2) {
 		e := proof.Event{At: b.between(1, span), Endpoint: fakeband.EndpointPost, Kind: proof.LoseResponse}
-		switch b.r.IntN(5) {
+		switch b.r.IntN(8) {
 		case 0:
 			e.Kind, e.Status, e.Count = proof.ServerError, 502+b.r.IntN(3), b.between(1, 2)
 		case 1:
 			e.Kind, e.Status = proof.Throttle, 429
+		case 2, 3:
+			// Applied, then answered 5xx by the load balancer.
+			e.Kind, e.Status = proof.AppliedThen5xx, 502+b.r.IntN(3)
+		case 4, 5:
+			// Applied at once, answered after any sane client timeout.
+			e.Kind, e.Delay = proof.AnswerAfterGiveUp, b.duration(3*time.Second, 8*time.Second)
 		}
 		out = append(out, e)
 	}
@@ -344,7 +350,7 @@ func (b *builder) supersede() trial {
 }
 
 func (b *builder) storm() trial {
-	s := proof.Random(b.seed, proof.GenOptions{RepliesOnly: true, NoControl: b.run.cfg.noControl, NoJoins: true, DurableShare: -1,
+	s := proof.Random(b.seed, proof.GenOptions{RepliesOnly: true, NoControl: b.run.cfg.noControl, DurableShare: -1,
 		MaxRooms: 2, MaxMessages: 4, MaxAttempts: b.run.cfg.maxAttempts})
 	ext := b.plan()
 	ext.failures, ext.failShare = b.failures(), 0.3

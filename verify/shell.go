@@ -88,14 +88,20 @@ func fillTiming(c *bandonce.Config, seed uint64) {
 func observeHandler(h bandonce.Handler, env Env) bandonce.Handler {
 	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		ext := env.External
-		if err := ext.Started(m.RoomID, m.ID); err != nil {
+		if _, err := ext.inner.Started(m.RoomID, m.ID); err != nil {
 			return nil, err
 		}
-		ctx = context.WithValue(ctx, externalKey{}, ext)
+		defer func() { _ = ext.inner.Ended(m.RoomID, m.ID) }()
 		o := ext.obs
 		if o == nil {
-			return h(ctx, m)
+			return h(context.WithValue(ctx, externalKey{}, ext), m)
 		}
+		// The handler gets its own External, bound to this call, so every
+		// effect it performs is known to belong to this delivery.
+		bound := *ext
+		bound.turn = o.openTurn(env.Life, m.RoomID, m.ID, true)
+		defer o.closeTurn(bound.turn)
+		ctx = context.WithValue(ctx, externalKey{}, &bound)
 		call := &handlerCall{life: env.Life, room: m.RoomID, msg: m.ID, start: time.Now()}
 		running := lifeMessage{env.Life, m.ID}
 		o.mu.Lock()

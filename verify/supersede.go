@@ -13,10 +13,6 @@ import (
 	"github.com/band-once/bandonce/proof"
 )
 
-// supersedeGrace is how long (virtual time) a superseded instance may take
-// to stop: its handlers get to notice their cancelled context.
-const supersedeGrace = 10 * time.Second
-
 // supersedeRecord is what the supersede check saw of the first instance.
 type supersedeRecord struct {
 	mu sync.Mutex
@@ -26,22 +22,20 @@ type supersedeRecord struct {
 	requests int
 	// rivalAt is when the newer connection came up (zero before).
 	rivalAt time.Time
-	// knew: the first instance's socket was closed after the rival came,
-	// so the supersede had reached it.
-	knew bool
-	// keptWorking is the first request it sent after it knew.
-	keptWorking fakeband.Endpoint
-	// stopped, or notStopped after supersedeGrace.
-	stopped, notStopped bool
-	stoppedAfter        time.Duration
-	rivalFailed         error
+	// stopped: the first instance returned after the rival came, after
+	// stoppedAfter.
+	stopped      bool
+	stoppedAfter time.Duration
+	rivalFailed  error
 }
 
 // superviseFactory runs the agent as an operator's supervisor would when
 // another connection takes over: in the first life, once the instance has
 // a socket and has sent after more requests, a newer connection of the
-// agent opens; the first instance must stop, and a fresh instance from the
-// factory then carries on.
+// agent opens, and Band supersedes the instance. The engine judges the
+// instance from the moment the supersede push reaches it (SupersedeStops:
+// nothing new sent after it, stopped within its grace); once it stops,
+// the engine starts the next life, a fresh instance that carries on.
 func (o *observation) superviseFactory(f Factory, after int) proof.Factory {
 	return func() proof.Agent {
 		return func(ctx context.Context, pe proof.Env) error {
@@ -62,12 +56,9 @@ func (o *observation) supervise(ctx context.Context, pe proof.Env, f Factory, af
 	var once sync.Once
 	envA := o.env(ctx, pe)
 	rt := envA.HTTPClient.Transport.(*recorder)
-	rt.onRequest = func(ep fakeband.Endpoint) {
+	rt.onRequest = func(fakeband.Endpoint) {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		if rec.knew && rec.keptWorking == "" && mutating(ep) {
-			rec.keptWorking = ep
-		}
 		if rec.socketUp {
 			rec.requests++
 			if rec.requests >= after {
@@ -79,7 +70,7 @@ func (o *observation) supervise(ctx context.Context, pe proof.Env, f Factory, af
 		rec.mu.Lock()
 		rec.socketUp = true
 		rec.mu.Unlock()
-		return &watchedSocket{ReadWriteCloser: rwc, rec: rec}
+		return rwc
 	}
 	ctxA, cancelA := context.WithCancel(ctx)
 	defer cancelA()
@@ -107,26 +98,17 @@ func (o *observation) supervise(ctx context.Context, pe proof.Env, f Factory, af
 		return <-doneA
 	}
 	defer func() { _ = rival.CloseNow() }()
-	grace := time.NewTimer(supersedeGrace)
-	defer grace.Stop()
 	select {
 	case <-doneA:
 		rec.mu.Lock()
 		rec.stopped, rec.stoppedAfter = true, time.Since(rec.rivalAt)
 		rec.mu.Unlock()
-	case <-grace.C:
-		rec.mu.Lock()
-		rec.notStopped = true
-		rec.mu.Unlock()
-		cancelA()
-		<-doneA
+		return nil // stopped: the engine starts a fresh instance
 	case <-ctx.Done():
 		cancelA()
 		<-doneA
 		return nil
 	}
-	_ = rival.CloseNow()
-	return f()(ctx, o.env(ctx, pe))
 }
 
 // factory runs the agent plainly: every life a fresh instance.
@@ -135,17 +117,6 @@ func (o *observation) factory(f Factory) proof.Factory {
 		a := f()
 		return func(ctx context.Context, pe proof.Env) error { return a(ctx, o.env(ctx, pe)) }
 	}
-}
-
-// mutating reports whether a request changes something at Band, or fights
-// for the agent's connection.
-func mutating(ep fakeband.Endpoint) bool {
-	switch ep {
-	case fakeband.EndpointProcessing, fakeband.EndpointProcessed, fakeband.EndpointFailed,
-		fakeband.EndpointPost, fakeband.EndpointEvent, fakeband.EndpointSocket:
-		return true
-	}
-	return false
 }
 
 // dialRival opens a newer connection of the agent, which supersedes the
@@ -158,23 +129,4 @@ func dialRival(ctx context.Context, env Env) (*websocket.Conn, error) {
 		_ = resp.Body.Close()
 	}
 	return conn, err
-}
-
-// watchedSocket notes when the first instance's socket closes after the
-// rival came: from then on the instance knows it was superseded.
-type watchedSocket struct {
-	io.ReadWriteCloser
-	rec *supersedeRecord
-}
-
-func (s *watchedSocket) Read(p []byte) (int, error) {
-	n, err := s.ReadWriteCloser.Read(p)
-	if err != nil {
-		s.rec.mu.Lock()
-		if !s.rec.rivalAt.IsZero() {
-			s.rec.knew = true
-		}
-		s.rec.mu.Unlock()
-	}
-	return n, err
 }

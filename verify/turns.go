@@ -18,7 +18,8 @@ import (
 
 // This file observes the effects of a turn besides its reply: the
 // messages a handler sends while it runs (bandonce.Message.Send), its
-// events, and its journaled steps, and judges them.
+// events, and its journaled steps, and judges them. (turnspans.go holds
+// when each turn began and ended.)
 
 // effectSend is one message or event a handler sent while it ran.
 type effectSend struct {
@@ -146,9 +147,10 @@ func (l *stepLedger) SetStep(ctx context.Context, room, messageID, name string, 
 	return l.Ledger.SetStep(ctx, room, messageID, name, result)
 }
 
-// effectAfterSignal: nothing is sent for a turn after an interrupt or a
-// stop reached it.
-func effectAfterSignal(o *observation) *verdict {
+// sentAfterSignal: nothing is sent for a turn after an interrupt or a
+// stop reached it. (effectAfterSignal, in gaps.go, judges the calls to
+// the external system.)
+func sentAfterSignal(o *observation) *verdict {
 	o.mu.Lock()
 	var bad *effectSend
 	for i := range o.effects {
@@ -161,7 +163,7 @@ func effectAfterSignal(o *observation) *verdict {
 	if bad == nil {
 		return nil
 	}
-	return &verdict{"effect-after-signal", fmt.Sprintf(
+	return &verdict{"sent-after-signal", fmt.Sprintf(
 		"work went on %s: the turn of %s sent %s (%q) after its context was cancelled (%s)",
 		cancelledBy(bad.cause), o.label(bad.msg), article(bad.kind), excerptOf(bad.content), causeName(bad.cause))}
 }

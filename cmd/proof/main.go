@@ -38,6 +38,10 @@ import (
 // defaultSeed is band-once 0.1's master seed, kept so receipts compare.
 const defaultSeed = 20260616
 
+// postgresEnv is where -postgres comes from by default: the test
+// database .ci/run starts.
+const postgresEnv = "BANDONCE_TEST_POSTGRES"
+
 type options struct {
 	seeds      []int64 // master seeds; the first is the one -exhaustive uses
 	fresh      int     // how many of seeds were drawn fresh
@@ -46,6 +50,7 @@ type options struct {
 	json       bool
 	verbose    bool
 	ledger     string
+	postgres   string // the database of -ledger pg
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -58,15 +63,22 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.exhaustive, "exhaustive", false, "enumerate every single and double kill point (1 room, 1–3 messages) instead of random schedules")
 	fs.BoolVar(&o.json, "json", false, "print the receipt as JSON")
 	fs.BoolVar(&o.verbose, "v", false, "print one line per schedule before the receipt")
-	fs.StringVar(&o.ledger, "ledger", string(proof.LedgerMemory), "ledger durable schedules keep across kills: memory or bolt")
+	fs.StringVar(&o.ledger, "ledger", string(proof.LedgerMemory), "ledger durable schedules keep across kills: memory, bolt or pg")
+	fs.StringVar(&o.postgres, "postgres", os.Getenv(postgresEnv), "PostgreSQL URL for -ledger pg (default $"+postgresEnv+"); the run works in a schema of its own and drops it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if o.ledger != string(proof.LedgerMemory) && o.ledger != string(proof.LedgerBolt) {
-		return o, fmt.Errorf("-ledger must be memory or bolt, not %q", o.ledger)
+	switch proof.LedgerKind(o.ledger) {
+	case proof.LedgerMemory, proof.LedgerBolt:
+	case proof.LedgerPG:
+		if o.postgres == "" {
+			return o, fmt.Errorf("-ledger pg needs a database: -postgres URL, or %s in the environment", postgresEnv)
+		}
+	default:
+		return o, fmt.Errorf("-ledger must be memory, bolt or pg, not %q", o.ledger)
 	}
 	if o.schedules < 1 && !o.exhaustive {
 		return o, fmt.Errorf("-schedules must be at least 1")
@@ -163,6 +175,15 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 		defer os.RemoveAll(dir)
 		shell.Dir = dir
 	}
+	if shell.Durable == proof.LedgerPG {
+		cfg.ReplayFlags = "-ledger pg"
+		drop, err := pgSchema(&shell, o.postgres)
+		if err != nil {
+			fmt.Fprintln(stderr, "proof:", err)
+			return false
+		}
+		defer drop()
+	}
 	cfg.Engine.Agent = proof.ShellAgent(shell)
 	switch {
 	case isTerminal(stderr):
@@ -192,8 +213,11 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 
 func ledgerDescription(k proof.LedgerKind) string {
 	kept := "one MemoryLedger across kills, reported durable (a kill loses no write that returned)"
-	if k == proof.LedgerBolt {
+	switch k {
+	case proof.LedgerBolt:
 		kept = "one boltledger file across kills, reopened by every life"
+	case proof.LedgerPG:
+		kept = "one pgledger in PostgreSQL across kills, opened by every life, which leads under a new lease epoch"
 	}
 	return fmt.Sprintf("%s: a fresh MemoryLedger every life; a durable schedule keeps %s", k, kept)
 }

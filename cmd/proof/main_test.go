@@ -47,11 +47,18 @@ func runCommand(t *testing.T, args string) (stdout, stderr string, code int) {
 func TestFlags(t *testing.T) {
 	o, err := parseFlags(nil, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, options{seeds: []int64{defaultSeed}, schedules: 10000, ledger: "memory"}, o)
+	dsn := os.Getenv(postgresEnv)
+	assert.Equal(t, options{seeds: []int64{defaultSeed}, schedules: 10000, ledger: "memory", postgres: dsn}, o)
 
 	o, err = parseFlags([]string{"-seed", "7", "-schedules", "3", "-json", "-v", "-ledger", "bolt", "-exhaustive"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, options{seeds: []int64{7}, schedules: 3, exhaustive: true, json: true, verbose: true, ledger: "bolt"}, o)
+	assert.Equal(t, options{seeds: []int64{7}, schedules: 3, exhaustive: true, json: true, verbose: true, ledger: "bolt", postgres: dsn}, o)
+
+	o, err = parseFlags([]string{"-ledger", "pg", "-postgres", "postgres://db.example/x"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "postgres://db.example/x", o.postgres)
+	_, err = parseFlags([]string{"-ledger", "pg", "-postgres", ""}, io.Discard)
+	assert.ErrorContains(t, err, "-ledger pg needs a database")
 
 	o, err = parseFlags([]string{"-seed", "1, 777,20260616"}, io.Discard)
 	require.NoError(t, err)
@@ -94,7 +101,7 @@ func TestBadFlagsExitTwo(t *testing.T) {
 	stdout, stderr, code := runCommand(t, "-ledger sqlite")
 	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout)
-	assert.Contains(t, stderr, "-ledger must be memory or bolt")
+	assert.Contains(t, stderr, "-ledger must be memory, bolt or pg")
 }
 
 func TestTheReceiptAsJSON(t *testing.T) {
@@ -130,6 +137,19 @@ func TestTheBoltLedger(t *testing.T) {
 	assert.NotContains(t, out.String(), " 0 of 12 schedules kept a durable ledger", "some schedules used the bolt file")
 	assert.Contains(t, out.String(), "replay               go run ./cmd/proof -seed 5 -schedules 12 -ledger bolt\n")
 	assert.Contains(t, out.String(), "random seed 5: rooms=", "-v prints one line per schedule")
+}
+
+func TestThePostgresLedger(t *testing.T) {
+	dsn := os.Getenv(postgresEnv)
+	if dsn == "" {
+		t.Skip(postgresEnv + " is not set: -ledger pg needs a PostgreSQL server (.ci/run starts one)")
+	}
+	var out bytes.Buffer
+	held := prove(t, options{seeds: []int64{5}, schedules: 12, ledger: "pg", postgres: dsn}, &out, os.Stderr)
+	assert.True(t, held, out.String())
+	assert.Contains(t, out.String(), "ledger               pg:")
+	assert.NotContains(t, out.String(), " 0 of 12 schedules kept a durable ledger", "some schedules used the database")
+	assert.Contains(t, out.String(), "replay               go run ./cmd/proof -seed 5 -schedules 12 -ledger pg\n")
 }
 
 // A run over several master seeds says so in the receipt, and one with a

@@ -13,6 +13,12 @@
 //	BAND_AGENT_ID  the agent's id, checked against Band's answer at start (optional)
 //	BANDONCE_START_TIMEOUT  how long to try to reach Band at start (default 2m)
 //	ECHO_DELAY     a Go duration each reply waits, to stand in for slow work (default 0)
+//	BANDONCE_LEDGER      where the ledger lives: empty for memory (lost on exit),
+//	                     bolt:PATH for a file on this host, or a postgres:// URL
+//	                     shared by every replica: one serves, the others stand by
+//	                     (docs/ledgers.md)
+//	BANDONCE_LEASE_TIME  with postgres://, how long the standbys wait for a silent
+//	                     holder before one takes over (default 10s)
 //
 // Warnings and errors go to stderr; -v adds what the shell does, down to a
 // line per message.
@@ -80,15 +86,15 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer, logger 
 	}
 	cfg.Handler = Echo(delay)
 	cfg.Logger = logger
-	shell, err := bandonce.New(cfg)
-	if err != nil {
+	if _, err := bandonce.New(cfg); err != nil { // a bad setting fails now, not once a lease is held
 		return err
 	}
 	if once {
-		return drain(ctx, shell, out)
+		return runWithLedger(ctx, getenv, logger, cfg, func(ctx context.Context, shell *bandonce.Shell) error { return drain(ctx, shell, out) })
 	}
 	fmt.Fprintln(out, "echo: serving; press Ctrl-C to stop")
-	return explain(shell.Run(ctx), out)
+	serve := func(ctx context.Context, shell *bandonce.Shell) error { return shell.Run(ctx) }
+	return explain(runWithLedger(ctx, getenv, logger, cfg, serve), out)
 }
 
 // drain answers what is waiting, then says what it did.

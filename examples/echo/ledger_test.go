@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+)
+
+func TestAnUnknownLedgerIsAClearError(t *testing.T) {
+	env := map[string]string{"BAND_API_KEY": "k", "BAND_BASE_URL": "http://127.0.0.1:1/api/v1", "BANDONCE_LEDGER": "sqlite:/tmp/x"}
+	err := run(context.Background(), func(k string) string { return env[k] }, io.Discard, slog.New(slog.DiscardHandler), false)
+	require.Error(t, err)
+	assert.Equal(t, `BANDONCE_LEDGER="sqlite:/tmp/x" is neither bolt:PATH nor a postgres:// URL`, err.Error())
+
+	// Band unreachable: the agent's id is asked, and asked again, until
+	// the context ends.
+	env["BANDONCE_LEDGER"] = "postgres://127.0.0.1:1/x"
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = run(ctx, func(k string) string { return env[k] }, io.Discard, slog.New(slog.DiscardHandler), true)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "GET /agent/me")
+	assert.Contains(t, err.Error(), "connection refused")
+}
+
+// whoAmI asks Band for the agent's id: it retries a server in trouble,
+// stops at a rejected key, and never follows a redirect with the key.
+func TestWhoAmI(t *testing.T) {
+	var calls atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the redirect was followed, with X-API-Key %q", r.Header.Get("X-API-Key"))
+	}))
+	defer elsewhere.Close()
+	band := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		switch key := r.Header.Get("X-API-Key"); {
+		case r.URL.Path != "/api/v1/agent/me":
+			http.NotFound(w, r)
+		case key == "moved":
+			http.Redirect(w, r, elsewhere.URL+"/steal", http.StatusFound)
+		case key != "good":
+			http.Error(w, `{"error":{"code":"unauthorized"}}`, http.StatusUnauthorized)
+		case n == 1:
+			http.Error(w, "try later", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprint(w, `{"data":{"id":"agent-42","name":"echo"}}`)
+		}
+	}))
+	defer band.Close()
+	ask := func(key string) (string, error) {
+		return whoAmI(context.Background(), bandonce.Config{APIKey: key, BaseURL: band.URL + "/api/v1/"}, slog.New(slog.DiscardHandler))
+	}
+
+	id, err := ask("good")
+	require.NoError(t, err)
+	assert.Equal(t, "agent-42", id)
+	assert.Equal(t, int32(2), calls.Load(), "the 503 was retried")
+
+	_, err = ask("bad")
+	require.ErrorContains(t, err, "the API key in BAND_API_KEY was rejected by Band (GET /agent/me: 401 Unauthorized)")
+	_, err = ask("moved")
+	require.ErrorContains(t, err, "GET /agent/me: 302 Found")
+}
+
+// With BANDONCE_LEDGER=bolt:PATH the agent keeps its ledger in that file:
+// it answers, and a second process of the same agent on the same file is
+// refused while the first holds it.
+func TestEchoProcessWithABoltLedger(t *testing.T) {
+	bin, band, base := agentWorld(t, 9)
+	agent, ada := band.AddAgent("echo"), band.AddHuman("ada")
+	room := band.AddRoom("ops", ada, agent.ID)
+	path := filepath.Join(t.TempDir(), "echo.ledger")
+	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + base, "BANDONCE_LEDGER=bolt:" + path}
+	p := startAgent(t, bin, env...)
+	var ids []string
+	for i := range 3 {
+		id, err := band.Say(room.ID, ada.ID, fmt.Sprint("ping ", i), agent.ID)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	eventually(t, "every message echoed", func() bool {
+		for _, id := range ids {
+			if band.Status(agent.ID, id) != "processed" {
+				return false
+			}
+		}
+		return true
+	})
+
+	second := startAgent(t, bin, env...)
+	require.Error(t, <-second.done)
+	assert.Contains(t, second.stderr.String(), "is in use by another process")
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p.done, "stderr: %s", p.stderr.String())
+	assert.FileExists(t, path)
+	for i, id := range ids {
+		assert.Equal(t, 1, repliesTo(band, room.ID, agent.ID, id), "message %d echoed once", i)
+	}
+}

@@ -1,0 +1,70 @@
+package pgledger
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+)
+
+func TestPruneDeletesOnlySettledAckAndStepRecordsBeforeTheCutoff(t *testing.T) {
+	ctx := context.Background()
+	db := newTestDB(t)
+	s := db.open(t, db.opts(testAgent, "holder-a"))
+	_, tm := lead(t, s)
+	_, other := lead(t, db.open(t, db.opts("agent-other", "holder-b")))
+	l := tm.ledger
+
+	require.NoError(t, l.SetKey(ctx, "room-1", "old-intent", bandonce.KeyIntent))
+	require.NoError(t, l.SetKey(ctx, "room-1", "old-accepted", bandonce.KeyAccepted))
+	require.NoError(t, l.SetKey(ctx, "room-2", "old-dropped", bandonce.KeyDuplicateDropped))
+	require.NoError(t, l.SetAckPending(ctx, "room-1", "old-ack", true))
+	require.NoError(t, l.SetStep(ctx, "room-1", "m1", "old-step", []byte("x")))
+	require.NoError(t, other.ledger.SetKey(ctx, "room-1", "old-accepted", bandonce.KeyAccepted))
+	db.exec(t, `UPDATE {s}.keys SET written_at = now() - interval '2 hours'`)
+	db.exec(t, `UPDATE {s}.acks SET written_at = now() - interval '2 hours'`)
+	db.exec(t, `UPDATE {s}.steps SET written_at = now() - interval '2 hours'`)
+	require.NoError(t, l.SetKey(ctx, "room-1", "new-accepted", bandonce.KeyAccepted))
+	require.NoError(t, l.SetAckPending(ctx, "room-2", "new-ack", true))
+	require.NoError(t, l.SetStep(ctx, "room-1", "m1", "new-step", []byte("y")))
+
+	removed, err := s.Prune(ctx, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), removed)
+
+	for key, want := range map[string]bandonce.KeyState{
+		"old-intent":   bandonce.KeyIntent,
+		"old-accepted": bandonce.KeyUnknown,
+		"new-accepted": bandonce.KeyAccepted,
+	} {
+		got, err := l.Key(ctx, "room-1", key)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, key)
+	}
+	got, err := l.Key(ctx, "room-2", "old-dropped")
+	require.NoError(t, err)
+	assert.Equal(t, bandonce.KeyUnknown, got)
+	got, err = other.ledger.Key(ctx, "room-1", "old-accepted")
+	require.NoError(t, err)
+	assert.Equal(t, bandonce.KeyAccepted, got, "another agent's records are its own to prune")
+	pending, err := l.AckPending(ctx, "room-1", "old-ack")
+	require.NoError(t, err)
+	assert.False(t, pending)
+	pending, err = l.AckPending(ctx, "room-2", "new-ack")
+	require.NoError(t, err)
+	assert.True(t, pending)
+	_, ok, err := l.Step(ctx, "room-1", "m1", "old-step")
+	require.NoError(t, err)
+	assert.False(t, ok)
+	_, ok, err = l.Step(ctx, "room-1", "m1", "new-step")
+	require.NoError(t, err)
+	assert.True(t, ok)
+
+	removed, err = s.Prune(ctx, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	assert.Zero(t, removed, "nothing left to prune")
+}

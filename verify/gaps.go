@@ -1,0 +1,363 @@
+package verify
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/band-once/bandonce/proof"
+)
+
+// gapVerdict runs the judges of the widened fault model: the agent's
+// socket, the side effects of each delivery, and the engine's verdicts
+// that need the verifier's records to name their defect.
+func gapVerdict(cfg *config, res proof.Result, o *observation) *verdict {
+	for _, check := range []func(*config, proof.Result, *observation) *verdict{
+		neverConnected, effectKeyChanged, effectAfterSignal, effectOutlived, effectLost, oracleGaps,
+	} {
+		if v := check(cfg, res, o); v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// signalled reports whether the schedule sent the agent a control signal
+// or had a newer connection take over.
+func signalled(res proof.Result, o *observation) bool {
+	if res.Schedule != nil {
+		for _, e := range res.Schedule.Events {
+			switch e.Kind {
+			case proof.Interrupt, proof.Stop, proof.Play, proof.Supersede:
+				return true
+			}
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.supersede != nil
+}
+
+// neverConnected: an agent that did not declare NoControlSignals but never
+// asked for a socket cannot hear interrupt, stop, play or supersede, and
+// every control check would pass it vacuously.
+func neverConnected(cfg *config, res proof.Result, o *observation) *verdict {
+	if cfg.noControl || res.Sockets > 0 || res.Lives == 0 || !signalled(res, o) {
+		return nil
+	}
+	return &verdict{"no-socket", "the agent never tried to open a socket, so no interrupt, stop, play or supersede could reach it: " +
+		"connect one, or declare NoControlSignals() if it runs without"}
+}
+
+// turnsByMessage groups the turns by message, in the order they began.
+func (o *observation) turnsByMessage() map[string][]*turn {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string][]*turn{}
+	for _, t := range o.turns {
+		out[t.msg] = append(out[t.msg], t)
+	}
+	for _, ts := range out {
+		sort.SliceStable(ts, func(i, j int) bool { return ts[i].start < ts[j].start })
+	}
+	return out
+}
+
+// effectKeyChanged: a later delivery of a message performed an effect
+// under a key its earlier deliveries never used, and never asked about
+// what they had performed: the key is not stable across deliveries (a
+// per-process or per-attempt part in it), so an idempotency check under
+// it cannot recognise the effect already done, and it is done again.
+func effectKeyChanged(_ *config, _ proof.Result, o *observation) *verdict {
+	calls, _ := o.world.snapshot()
+	performed := map[*turn][]string{}
+	for _, c := range calls {
+		if c.outcome == outcomePerformed && c.turn != nil {
+			performed[c.turn] = append(performed[c.turn], c.key)
+		}
+	}
+	byMsg := o.turnsByMessage()
+	for _, msg := range sortedKeys(byMsg) {
+		var before []string
+		for _, t := range byMsg[msg] {
+			keys := performed[t]
+			if len(before) > 0 && len(keys) > 0 && !touchedAny(o, t, before) && !contains(before, keys[0]) {
+				return &verdict{"effect-key-changed", fmt.Sprintf(
+					"the effect key changed between deliveries of %s (%q, then %q): the later delivery could not recognise the effect already performed, so it was performed again under a new key",
+					o.label(msg), before[0], keys[0])}
+			}
+			before = append(before, keys...)
+		}
+	}
+	return nil
+}
+
+func touchedAny(o *observation, t *turn, keys []string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, k := range keys {
+		if t.touched[k] {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// effectAfterSignal: an effect of a turn completed after an interrupt,
+// a stop or a supersede reached the agent during that turn. The call was
+// not cancelled: it ran on a context the signal does not end, or the
+// agent looked at the signal only between steps.
+func effectAfterSignal(_ *config, res proof.Result, o *observation) *verdict {
+	calls, _ := o.world.snapshot()
+	for _, c := range calls {
+		t := c.turn
+		if c.outcome != outcomePerformed || t == nil {
+			continue
+		}
+		o.mu.Lock()
+		end := t.end
+		o.mu.Unlock()
+		for _, s := range res.Signals {
+			if !s.Reached || s.Life != t.life || (s.RoomID != "" && s.RoomID != t.room) {
+				continue
+			}
+			if s.Kind != proof.Interrupt && s.Kind != proof.Stop && s.Kind != proof.Supersede {
+				continue
+			}
+			if t.start < s.Tick && c.end > s.Tick && (end == 0 || end > s.Tick) {
+				return &verdict{"effect-after-signal", fmt.Sprintf(
+					"work went on %s: the effect %q of %s completed after the %s reached the agent, because its call was not cancelled",
+					signalWhere(s.Kind), c.key, o.label(t.msg), s.Kind)}
+			}
+		}
+	}
+	return nil
+}
+
+func signalWhere(k proof.EventKind) string {
+	switch k {
+	case proof.Interrupt:
+		return "after an interrupt"
+	case proof.Stop:
+		return "in a stopped room"
+	}
+	return "after the agent was superseded"
+}
+
+// effectOutlived: an effect completed after its turn was over (the
+// handler had returned, or the loop had marked the message): work that
+// outlives its turn escapes interrupts, stops and crashes, and may land
+// after the reply says it is done.
+func effectOutlived(_ *config, _ proof.Result, o *observation) *verdict {
+	calls, _ := o.world.snapshot()
+	for _, c := range calls {
+		t := c.turn
+		if c.outcome != outcomePerformed || t == nil {
+			continue
+		}
+		o.mu.Lock()
+		end := t.end
+		o.mu.Unlock()
+		if end != 0 && c.end > end {
+			over := "its handler had returned"
+			if !t.handler {
+				over = "the message had been marked"
+			}
+			return &verdict{"effect-outlived-turn", fmt.Sprintf(
+				"the effect %q of %s completed after its turn was over (%s): work that outlives its turn escapes interrupts, stops and crashes",
+				c.key, o.label(t.msg), over)}
+		}
+	}
+	return nil
+}
+
+// effectLost: a message the agent saw answered had its effect done at
+// least once. Either an effect called for it never happened, by any
+// delivery (the call failed or was cut off and the agent answered as if it
+// had succeeded), or, for an agent that performs effects, none of its
+// deliveries performed one (unless MayPerformNoEffect): a check under a
+// key that covers more than the message took another message's effect
+// for its own.
+func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
+	calls, effects := o.world.snapshot()
+	o.mu.Lock()
+	answered := map[string]bool{}
+	for lm := range o.repliedOK {
+		answered[lm.msg] = true
+	}
+	o.mu.Unlock()
+	for _, c := range calls {
+		if c.turn == nil || !answered[c.turn.msg] || effects[c.key] > 0 || c.outcome == outcomeRefused || c.outcome == outcomeRunning {
+			continue
+		}
+		return &verdict{"effect-lost", fmt.Sprintf(
+			"%s was answered, but its effect %q never happened: the call %s and the agent replied as if it had succeeded",
+			o.label(c.turn.msg), c.key, lostHow(c.outcome))}
+	}
+	if cfg.noEffect {
+		return nil
+	}
+	done := map[string]bool{} // messages with an effect performed in one of their turns
+	var some string           // an effect the agent performed
+	for _, c := range calls {
+		if c.outcome != outcomePerformed {
+			continue
+		}
+		if c.turn == nil {
+			return nil // an effect the verifier cannot attribute: it cannot tell who lacks one
+		}
+		done[c.turn.msg], some = true, c.key
+	}
+	if some == "" {
+		return nil
+	}
+	o.mu.Lock()
+	turned := map[string]bool{}
+	for _, t := range o.turns {
+		turned[t.msg] = true
+	}
+	o.mu.Unlock()
+	for _, msg := range sortedKeys(answered) {
+		if turned[msg] && !done[msg] {
+			return &verdict{"effect-missing", fmt.Sprintf(
+				"%s was answered, but none of its deliveries performed an effect, though the agent performs one for other messages (%q): "+
+					"a check under a key that covers more than the message took another's effect for its own (MayPerformNoEffect if some messages need none)",
+				o.label(msg), some)}
+		}
+	}
+	return nil
+}
+
+func lostHow(o callOutcome) string {
+	switch o {
+	case outcomeFailed:
+		return "failed"
+	case outcomeCancelled:
+		return "was cancelled"
+	}
+	return "was cut off"
+}
+
+// oracleGaps names the defect behind the engine's verdicts that the
+// widened fault model added, or that its worlds make likely.
+func oracleGaps(_ *config, res proof.Result, o *observation) *verdict {
+	v := res.Violation
+	if v == nil {
+		return nil
+	}
+	switch {
+	case v.Invariant == proof.InterruptConsumes:
+		return &verdict{"oracle:" + string(v.Invariant), "an interrupted message left for replay: " + v.Reason}
+	case v.Invariant == proof.SupersedeStops && strings.Contains(v.Reason, "kept running"):
+		return &verdict{"superseded-not-stopped", "a superseded instance that did not stop: " + v.Reason}
+	case v.Invariant == proof.SupersedeStops:
+		return &verdict{"superseded-kept-working", "a superseded instance kept working: " + v.Reason}
+	case v.Invariant == proof.AgentLifecycle && strings.Contains(v.Reason, "never lets virtual time advance"):
+		return &verdict{"busy-loop", "a busy loop: " + v.Reason}
+	case v.Invariant == proof.NonePending || (v.Invariant == proof.OneOutcome && strings.Contains(v.Reason, "without its reply")):
+		return lostBecause(res, o, v)
+	}
+	return nil
+}
+
+// lostBecause explains a lost message by what the schedule did to its
+// room: a room the agent joined during the run and never served, a
+// human who pasted the message's dedup marker, or a text the message
+// shares with another.
+func lostBecause(res proof.Result, o *observation, v *proof.Violation) *verdict {
+	label := strings.Fields(v.Reason)[0]
+	s := res.Schedule
+	if s == nil {
+		return nil
+	}
+	var mine *proof.Event
+	for i, e := range s.Events {
+		if e.Kind == proof.Say && e.Spec.Label == label {
+			mine = &s.Events[i]
+		}
+	}
+	if mine == nil {
+		return nil
+	}
+	roomID := ""
+	for _, m := range res.Said {
+		if m.Label == label {
+			roomID = m.RoomID
+		}
+	}
+	for _, e := range s.Events {
+		if e.Kind == proof.Join && e.Room == mine.Room && roomID != "" && !o.servedRoom(roomID) {
+			return &verdict{"room-not-joined", fmt.Sprintf(
+				"a lost message: %s was never served: the agent was added to room %d during the run and never noticed (it lists its rooms only once, or ignores room_added)",
+				label, mine.Room+1)}
+		}
+	}
+	kind, what := "oracle:"+string(v.Invariant), "a lost reply: "
+	if v.Invariant == proof.NonePending {
+		what = "a lost message: "
+	}
+	for _, e := range s.Events {
+		if e.Kind == proof.Say && e.Room == mine.Room && e.Spec.Quotes == label {
+			return &verdict{kind, what + v.Reason + fmt.Sprintf(
+				"; a human pasted its dedup marker in %s, and a guard that accepts a marker from any sender takes that for the agent's reply", e.Spec.Label)}
+		}
+	}
+	for _, e := range s.Events {
+		if e.Kind == proof.Say && e.Room == mine.Room && e.Spec.Label != label && mine.Spec.Text != "" && e.Spec.Text == mine.Spec.Text {
+			return &verdict{kind, what + v.Reason + fmt.Sprintf(
+				"; its text %q is the same as %s's, so a key or a guard that goes by the text cannot tell them apart", mine.Spec.Text, e.Spec.Label)}
+		}
+	}
+	return nil
+}
+
+// servedRoom reports whether the agent sent any request about the room
+// in any life.
+func (o *observation) servedRoom(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.rooms[id]
+}
+
+// useLabels names the run's messages as the engine does, whatever their
+// text says.
+func (o *observation) useLabels(said []proof.Said) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, s := range said {
+		if s.Label != "" {
+			o.labels[s.ID] = s.Label
+		}
+	}
+}
+
+// unheard is the note for a control check whose signals never reached
+// the agent in any of its schedules, though it had a socket: it says so
+// rather than pass the check vacuously.
+func unheard(results []proof.Result) string {
+	sent, reached := 0, 0
+	for _, r := range results {
+		for _, s := range r.Signals {
+			if s.Kind == proof.Supersede {
+				continue
+			}
+			sent++
+			if s.Reached {
+				reached++
+			}
+		}
+	}
+	if sent == 0 || reached > 0 {
+		return ""
+	}
+	return fmt.Sprintf("none of the %d control signals sent reached the agent: its socket never delivered a push to it (did it join agent_control:<agent id>?)", sent)
+}

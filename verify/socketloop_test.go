@@ -1,0 +1,448 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/wire"
+	"github.com/band-once/bandonce/proof"
+)
+
+// sockFlaws are defects of the socket loop below, each a switch. The zero
+// value is a correct loop.
+type sockFlaws struct {
+	replayInterrupt   bool // an interrupted turn is left for Band to serve again, not consumed
+	effectUncancelled bool // the effect runs on the life's context: a signal is only looked at after it
+	ignoreSupersede   bool // the supersede push is ignored; the loop polls on without its socket
+	noControlTopic    bool // the socket joins agent_rooms only, so no control push reaches it
+}
+
+var errSupersededLoop = errors.New("another connection of the agent took over")
+
+// sockLoop is an agent with its own loop over Band's REST API and its own
+// Phoenix socket client (coder/websocket, V2 frames), without the Shell:
+// it polls every room's /next, and hears interrupt, stop, play, supersede
+// and room_added on the socket. A turn is armed from the moment /next
+// serves a message; an interrupt consumes it, a stop leaves it for replay
+// and keeps the room's handlers from starting until play (or until /next
+// serves a message asked for after the stop, which proves a play the
+// socket missed).
+func sockLoop(fl sockFlaws) Factory {
+	return func() Agent {
+		return func(ctx context.Context, env Env) error {
+			hc := &http.Client{Transport: env.HTTPClient.Transport, Timeout: requestTimeout}
+			a := &sockAgent{fl: fl, env: env, c: wire.NewClient(env.BaseURL, env.APIKey, sendOnce{hc}),
+				rooms: map[string]*sockRoom{}, seen: map[string]bool{}, ackPending: map[string]bool{}}
+			return a.run(ctx)
+		}
+	}
+}
+
+type sockAgent struct {
+	fl  sockFlaws
+	env Env
+	c   *wire.Client
+	me  string
+	end context.CancelCauseFunc
+
+	mu         sync.Mutex
+	order      []string // rooms, in the order found
+	rooms      map[string]*sockRoom
+	seen       map[string]bool // correlation ids already handled
+	ackPending map[string]bool // messages whose fate is settled; only the processed mark is owed
+}
+
+type sockRoom struct {
+	stopped bool
+	epoch   int // counts the stops heard, so a /next that a stop overtook is known
+	cur     *sockTurn
+}
+
+// sockTurn is the turn in flight in a room, from /next's answer to its
+// fate.
+type sockTurn struct {
+	abort     string // "interrupt" or "stop", the last signal wins
+	late      string // a signal after the commit
+	committed bool
+	cancel    context.CancelCauseFunc
+}
+
+func (a *sockAgent) run(ctx context.Context) error {
+	ctx, a.end = context.WithCancelCause(ctx)
+	defer a.end(nil)
+	for ctx.Err() == nil {
+		me, err := a.c.Me(ctx)
+		if err == nil && a.relist(ctx) == nil {
+			a.me = me.ID
+			break
+		}
+		pause(ctx, 100*time.Millisecond)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { a.socket(ctx) })
+	defer wg.Wait()
+	for idle := 0; ctx.Err() == nil; {
+		busy := false
+		for _, room := range a.roomIDs() {
+			busy = a.serve(ctx, room) || busy
+		}
+		if busy {
+			continue
+		}
+		pause(ctx, 200*time.Millisecond)
+		if idle++; idle%5 == 0 {
+			_ = a.relist(ctx) // a room_added push may have been lost
+		}
+	}
+	return nil
+}
+
+func (a *sockAgent) relist(ctx context.Context) error {
+	chats, err := a.c.Chats(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ch := range chats {
+		a.addRoom(ch.ID)
+	}
+	return nil
+}
+
+func (a *sockAgent) addRoom(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rooms[id] == nil {
+		a.rooms[id] = &sockRoom{}
+		a.order = append(a.order, id)
+	}
+}
+
+func (a *sockAgent) roomIDs() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.order...)
+}
+
+// socket keeps a connection up until the life ends or it is superseded.
+func (a *sockAgent) socket(ctx context.Context) {
+	for ctx.Err() == nil {
+		if a.listen(ctx) {
+			return // superseded
+		}
+		pause(ctx, 300*time.Millisecond)
+	}
+}
+
+// listen serves one connection; it reports whether it was superseded.
+func (a *sockAgent) listen(ctx context.Context) bool {
+	header := http.Header{}
+	header.Set("X-Api-Key", a.env.APIKey)
+	conn, resp, err := websocket.Dial(ctx, a.env.SocketURL+"?vsn=2.0.0", &websocket.DialOptions{HTTPClient: a.env.HTTPClient, HTTPHeader: header})
+	if resp != nil && resp.Body != nil && err != nil {
+		_ = resp.Body.Close()
+	}
+	if err != nil {
+		return false
+	}
+	defer func() { _ = conn.CloseNow() }()
+	topics := []string{"agent_control:" + a.env.AgentID, "agent_rooms:" + a.env.AgentID}
+	if a.fl.noControlTopic {
+		topics = topics[1:]
+	}
+	for i, topic := range topics {
+		ref, _ := json.Marshal(i + 1)
+		frame, _ := json.Marshal([]any{json.RawMessage(ref), json.RawMessage(ref), topic, "phx_join", map[string]any{}})
+		if conn.Write(ctx, websocket.MessageText, frame) != nil {
+			return false
+		}
+	}
+	for {
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			return false
+		}
+		var f [5]json.RawMessage
+		var event string
+		if json.Unmarshal(data, &f) != nil || json.Unmarshal(f[3], &event) != nil {
+			continue
+		}
+		switch event {
+		case "agent.control":
+			a.onControl(f[4])
+		case "room_added":
+			var p struct{ ID string }
+			if json.Unmarshal(f[4], &p) == nil && p.ID != "" {
+				a.addRoom(p.ID)
+			}
+		case "supersede":
+			if !a.fl.ignoreSupersede {
+				a.end(errSupersededLoop) // another connection took over: stop
+			}
+			return true
+		}
+	}
+}
+
+// onControl applies an interrupt, stop or play to the turns in flight.
+func (a *sockAgent) onControl(payload json.RawMessage) {
+	var c struct {
+		Mode          string  `json:"mode"`
+		RoomID        *string `json:"room_id"`
+		CorrelationID string  `json:"correlation_id"`
+	}
+	if json.Unmarshal(payload, &c) != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c.CorrelationID != "" {
+		if a.seen[c.CorrelationID] {
+			return // Band does not deduplicate its pushes
+		}
+		a.seen[c.CorrelationID] = true
+	}
+	for id, r := range a.rooms {
+		if c.RoomID != nil && *c.RoomID != id {
+			continue
+		}
+		switch c.Mode {
+		case "play":
+			r.stopped = false
+			continue
+		case "stop":
+			r.stopped = true
+			r.epoch++
+		case "interrupt":
+		default:
+			continue
+		}
+		if t := r.cur; t != nil {
+			if t.committed {
+				t.late = c.Mode
+			} else {
+				t.abort = c.Mode
+				if t.cancel != nil {
+					t.cancel(errors.New(c.Mode))
+				}
+			}
+		}
+	}
+}
+
+// arm opens the turn of a message /next served, unless a stop overtook
+// the request; a message served to a request sent after the stop proves
+// the room was played again.
+func (a *sockAgent) arm(room string, epoch int) *sockTurn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.rooms[room]
+	if r.stopped {
+		if r.epoch != epoch {
+			return nil
+		}
+		r.stopped = false
+	}
+	r.cur = &sockTurn{}
+	return r.cur
+}
+
+func (a *sockAgent) disarm(room string, t *sockTurn) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r := a.rooms[room]; r.cur == t {
+		r.cur = nil
+	}
+}
+
+func (a *sockAgent) epoch(room string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rooms[room].epoch
+}
+
+// abortOf returns the signal that aborted the turn, if any.
+func (a *sockAgent) abortOf(t *sockTurn) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return t.abort
+}
+
+// running installs the turn's cancel func, or cancels at once if a
+// signal came first.
+func (a *sockAgent) running(t *sockTurn, cancel context.CancelCauseFunc) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t.cancel = cancel
+	if t.abort != "" {
+		cancel(errors.New(t.abort))
+	}
+}
+
+// commit fixes the turn's fate unless a signal aborted it.
+func (a *sockAgent) commit(t *sockTurn) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t.cancel = nil
+	if t.abort == "" {
+		t.committed = true
+	}
+	return t.abort
+}
+
+func (a *sockAgent) lateSignal(t *sockTurn) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return t.late
+}
+
+// serve handles the room's next message, if any; it reports whether there
+// was one.
+func (a *sockAgent) serve(ctx context.Context, room string) bool {
+	epoch := a.epoch(room)
+	m, err := a.c.Next(ctx, room)
+	if err != nil || m == nil {
+		return false
+	}
+	t := a.arm(room, epoch)
+	if t == nil {
+		return false // stopped while /next was in flight: leave the message
+	}
+	defer a.disarm(room, t)
+	if _, err := a.c.Processing(ctx, room, m.ID); err != nil {
+		if a.abortOf(t) == "interrupt" {
+			a.settled(m.ID) // consume it when it comes back
+		}
+		return true
+	}
+	if a.pending(m.ID) {
+		a.ack(ctx, room, m.ID)
+		return true
+	}
+	if abort := a.abortOf(t); abort != "" {
+		a.settle(ctx, room, m.ID, abort)
+		return true
+	}
+	x := a.env.External
+	if x.Started(room, m.ID) != nil {
+		return true
+	}
+	work, cancel := context.WithCancelCause(ctx)
+	a.running(t, cancel)
+	effectCtx := work
+	if a.fl.effectUncancelled {
+		effectCtx = ctx
+	}
+	if key := "notify:" + m.ID; x.Performed(key) == 0 {
+		if err := x.Effect(effectCtx, key); err != nil {
+			cancel(nil)
+			if abort := a.abortOf(t); abort != "" {
+				a.settle(ctx, room, m.ID, abort)
+			} else if ctx.Err() == nil {
+				_, _ = a.c.Failed(ctx, room, m.ID, err.Error())
+			}
+			return true
+		}
+	}
+	cancel(nil)
+	body := bandonce.StripMentions(m.Content)
+	key := bandonce.DefaultKey(m.ID)
+	if spec, err := proof.ParseSpec(body); err == nil && spec.Key != "" {
+		key = spec.Key
+	}
+	content := "done: " + body + "\n[dedup_key:" + key + "]"
+	switch fate := a.post(ctx, t, room, key, content, []wire.Mention{{ID: m.SenderID}}); fate {
+	case "posted":
+		a.ack(ctx, room, m.ID)
+	case "interrupt", "stop":
+		a.settle(ctx, room, m.ID, fate)
+	}
+	return true
+}
+
+// post sends the reply unless the guard finds it. The turn's fate is
+// committed right before the first POST: a signal before that aborts it.
+// After a failure it reads the room again before another try, and sends
+// nothing new once a signal came after the commit. It returns "posted",
+// the signal that ended the turn, or "" (try again later).
+func (a *sockAgent) post(ctx context.Context, t *sockTurn, room, key, content string, mentions []wire.Mention) string {
+	sent := false
+	for try := 0; try < 4 && ctx.Err() == nil; try++ {
+		found, err := a.guard(ctx, room, key)
+		if err != nil {
+			pause(ctx, 50*time.Millisecond)
+			continue
+		}
+		if found {
+			return "posted"
+		}
+		if abort := a.commit(t); abort != "" {
+			return abort
+		}
+		if late := a.lateSignal(t); sent && late != "" {
+			return late // it did not land, and sending it now would be new output
+		}
+		sent = true
+		if _, err := a.c.Post(ctx, room, content, mentions); err == nil {
+			return "posted"
+		}
+		pause(ctx, 50*time.Millisecond)
+	}
+	return ""
+}
+
+func (a *sockAgent) guard(ctx context.Context, room, key string) (bool, error) {
+	cursor := ""
+	for {
+		page, err := a.c.Context(ctx, room, cursor, 0)
+		if err != nil {
+			return false, err
+		}
+		for _, it := range page.Items {
+			if k, ok := markerKey(it.Content); ok && it.SenderID == a.me && k == key {
+				return true, nil
+			}
+		}
+		if !page.HasMore {
+			return false, nil
+		}
+		cursor = page.NextCursor
+	}
+}
+
+// settle ends an aborted turn: an interrupt consumes the message, a stop
+// leaves it for replay.
+func (a *sockAgent) settle(ctx context.Context, room, id, abort string) {
+	if abort == "interrupt" && !a.fl.replayInterrupt {
+		a.settled(id)
+		a.ack(ctx, room, id)
+	}
+}
+
+func (a *sockAgent) settled(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ackPending[id] = true
+}
+
+func (a *sockAgent) pending(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ackPending[id]
+}
+
+// ack marks the message processed; if that fails, only the mark is owed.
+func (a *sockAgent) ack(ctx context.Context, room, id string) {
+	a.settled(id)
+	if _, err := a.c.Processed(ctx, room, id); err == nil {
+		a.mu.Lock()
+		delete(a.ackPending, id)
+		a.mu.Unlock()
+	}
+}
