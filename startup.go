@@ -20,12 +20,12 @@ const DefaultStartTimeout = 2 * time.Minute
 var errStartBudget = errors.New("bandonce: start-up budget spent")
 
 // AgentBinder is implemented by a Ledger that belongs to one agent, such as
-// package boltledger's. At every start of Run or Drain, once Band has said
-// whose the API key is (GET /agent/me), the shell calls BindAgent with that
-// agent's id, before it serves any room; an error ends the run. A ledger
-// made for another agent returns an error matching ErrAgentMismatch: its
-// records would tell the shell that replies were posted that this agent
-// never posted.
+// those of packages boltledger and pgledger. At every start of Run or
+// Drain, once Band has said whose the API key is (GET /agent/me), the
+// shell calls BindAgent with that agent's id, before it serves any room;
+// an error ends the run. A ledger made for another agent returns an error
+// matching ErrAgentMismatch: its records would tell the shell that replies
+// were posted that this agent never posted.
 type AgentBinder interface {
 	BindAgent(ctx context.Context, agentID string) error
 }
