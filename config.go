@@ -2,6 +2,7 @@ package bandonce
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,6 +45,12 @@ type Config struct {
 	// PollInterval. False (the default) connects the socket.
 	DisableSocket bool
 
+	// AgentID is the Band id of the agent the APIKey belongs to. Empty
+	// means whichever agent Band says (GET /agent/me). When set, Run and
+	// Drain check it against Band's answer at start and fail with
+	// ErrAgentMismatch if the key is another agent's.
+	AgentID string
+
 	// Rooms limits the shell to these room ids. Empty means every room
 	// the agent is in, including rooms it joins while running.
 	Rooms []string
@@ -71,12 +78,22 @@ type Config struct {
 	// RequestTimeout bounds each HTTP request. Zero means 30 s.
 	RequestTimeout time.Duration
 
-	// Logger receives the shell's logs. Nil discards them; nothing is ever
-	// written to stderr.
+	// Logger receives the shell's logs (docs/observability.md lists
+	// them). Nil means slog.Default(). Whatever the logger, the APIKey is
+	// scrubbed from every record before it gets there.
 	Logger *slog.Logger
 
-	// Hooks are called as messages are settled. Nil fields are skipped.
+	// Hooks observe the shell: outcomes, handler calls, requests, control
+	// signals, the socket and rooms. Nil fields are skipped. Package
+	// bandonce/otel wires them to OpenTelemetry.
 	Hooks Hooks
+
+	// StartTimeout bounds how long Run and Drain keep trying to reach Band
+	// at start (GET /agent/me, and GET /agent/chats when Rooms is empty)
+	// through connection errors, 429 and 5xx answers, warning at every
+	// retry. When it runs out they return a *StartError that names the
+	// URL. Zero means 2 minutes.
+	StartTimeout time.Duration
 
 	// HandlerTimeout bounds one handler call; when it runs out the call
 	// counts as a failure. Zero means no limit.
@@ -120,8 +137,10 @@ type Config struct {
 	IdleRequestInterval time.Duration
 }
 
-// Hooks observe the shell. Each is called on the room's goroutine and must
-// return quickly.
+// Hooks observe the shell. Each is called synchronously on the goroutine
+// doing the work (a room's, the socket's) and must return quickly without
+// blocking: a slow hook delays that room, or every control signal. An error
+// a hook receives never shows the APIKey. doc.go says what each is for.
 type Hooks struct {
 	// Outcome is called once each time a message's delivery is settled.
 	Outcome func(Outcome)
@@ -131,6 +150,39 @@ type Hooks struct {
 	// InvalidControl is called with a control push the shell could not
 	// use, and why.
 	InvalidControl func(raw []byte, err error)
+
+	// DeliveryStart is called when /next serves a message, before the
+	// shell does anything with it. The context it returns (ctx itself, or
+	// a context derived from it, such as one carrying a trace span) is the
+	// one the delivery's requests, handler and hooks run under; nil means
+	// ctx.
+	DeliveryStart func(ctx context.Context, d Delivery) context.Context
+	// DeliveryEnd is called once for every DeliveryStart, when the shell
+	// is done with the delivery, with its Outcome (zero when it ended
+	// without one, such as at shutdown: Band serves the message again).
+	DeliveryEnd func(ctx context.Context, d Delivery)
+	// HandlerStart is called just before the Handler. Like DeliveryStart
+	// it may return a context derived from ctx, which the Handler gets.
+	HandlerStart func(ctx context.Context, d Delivery) context.Context
+	// HandlerEnd is called when the Handler returns (or panics), with how
+	// long it ran and its error; context.Cause(ctx) says whether a signal
+	// or a shutdown cancelled it.
+	HandlerEnd func(ctx context.Context, d Delivery, took time.Duration, err error)
+	// GuardRead is called after each read of the room by the dedup guard,
+	// with whether the reply was found there already.
+	GuardRead func(ctx context.Context, d Delivery, found bool, err error)
+	// Request is called after every HTTP attempt to Band's REST API,
+	// retries included.
+	Request func(ctx context.Context, r Request)
+	// Control is called for each room a control signal was applied to,
+	// and once for a supersede.
+	Control func(ControlSignal)
+	// Socket is called when the socket has connected and joined its
+	// topics (up), and when a connection ends (down, with why).
+	Socket func(up bool, err error)
+	// Room is called when the shell starts serving a room (added) and
+	// when it stops (removed: the agent left it, or Run is ending).
+	Room func(roomID string, added bool)
 }
 
 // OutcomeKind says how one delivery of a message ended.
@@ -235,7 +287,7 @@ func (c Config) withDefaults() (settings, error) {
 		"RequestTimeout": c.RequestTimeout, "HandlerTimeout": c.HandlerTimeout,
 		"PollInterval": c.PollInterval, "ResyncInterval": c.ResyncInterval,
 		"MarkTimeout": c.MarkTimeout, "ShutdownTimeout": c.ShutdownTimeout,
-		"IdleRequestInterval": c.IdleRequestInterval,
+		"IdleRequestInterval": c.IdleRequestInterval, "StartTimeout": c.StartTimeout,
 	} {
 		if d < 0 {
 			return settings{}, &ConfigError{Field: name, Reason: "must not be negative"}
@@ -278,12 +330,13 @@ func (c Config) withDefaults() (settings, error) {
 	s.MaxConcurrentRooms = cmp.Or(c.MaxConcurrentRooms, 16)
 	s.MaxRequestsInFlight = cmp.Or(c.MaxRequestsInFlight, 32)
 	s.IdleRequestInterval = cmp.Or(c.IdleRequestInterval, 500*time.Millisecond)
+	s.StartTimeout = cmp.Or(c.StartTimeout, DefaultStartTimeout)
 	s.Retry = c.Retry.withDefaults()
 	if s.Ledger == nil {
 		s.Ledger = NewMemoryLedger()
 	}
 	if s.Logger == nil {
-		s.Logger = slog.New(slog.DiscardHandler)
+		s.Logger = slog.Default()
 	}
 	// Every log line of the shell, the REST client and the socket passes
 	// here, so a key quoted by a server or a handler's panic stops here.
@@ -323,19 +376,4 @@ func (c Config) checkKeySafety(field string, u *url.URL) error {
 			"the API key would cross the network in clear; use " + u.Scheme + "s, or set InsecurePlaintext to accept that"}
 	}
 	return nil
-}
-
-// scrubbed wraps the outcome hooks so that an Outcome's Err never shows
-// the key (a handler's panic may quote it); errors.As still reaches the
-// handler's own error.
-func (h Hooks) scrubbed(key *keyguard.Secret) Hooks {
-	for _, hook := range []*func(Outcome){&h.Outcome, &h.DeadLetter} {
-		if next := *hook; next != nil {
-			*hook = func(o Outcome) {
-				o.Err = key.Error(o.Err)
-				next(o)
-			}
-		}
-	}
-	return h
 }

@@ -23,6 +23,7 @@ func (s *Shell) onControl(event string, payload json.RawMessage) {
 		s.applyControl(payload)
 	case "supersede":
 		s.log.Error("bandonce: another connection of this agent took over; stopping", "payload", string(payload))
+		s.controlApplied("supersede", "", false)
 		s.failRun(ErrSuperseded)
 	}
 }
@@ -90,12 +91,14 @@ func (s *Shell) applyToRoom(r *room, mode string, log *slog.Logger) {
 			log.Error("bandonce: applying a control signal failed", "room", r.id, "panic", fmt.Sprint(v))
 		}
 	}()
+	inFlight := false
 	switch mode {
 	case core.ModeInterrupt:
-		r.ctl.interrupt()
+		inFlight = r.ctl.interrupt()
 	case core.ModeStop:
-		r.ctl.stop()
+		inFlight = r.ctl.stop()
 	case core.ModePlay:
 		r.ctl.play()
 	}
+	s.controlApplied(mode, r.id, inFlight)
 }

@@ -6,12 +6,12 @@
 // processing, calls the [Handler], posts the [Reply] behind a dedup guard,
 // and marks it processed (or failed). The handler only does the work:
 //
-//	shell, err := bandonce.New(bandonce.Config{
-//		APIKey: os.Getenv("BAND_API_KEY"),
-//		Handler: func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-//			return &bandonce.Reply{Content: "echo: " + m.Body(), Mentions: []string{m.SenderID}}, nil
-//		},
-//	})
+//	cfg, err := bandonce.ConfigFromEnv(os.Getenv) // BAND_API_KEY, BAND_BASE_URL, ...
+//	if err != nil { ... }
+//	cfg.Handler = func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+//		return &bandonce.Reply{Content: "echo: " + m.Body(), Mentions: []string{m.SenderID}}, nil
+//	}
+//	shell, err := bandonce.New(cfg)
 //	if err != nil { ... }
 //	err = shell.Run(ctx)
 //
@@ -110,6 +110,27 @@
 // After an interrupt or a stop reached the room, an effect sends nothing
 // and returns the cause. See docs/turns.md for what a crash can still
 // repeat with a forgetful ledger.
+//
+// # Logs, hooks and telemetry
+//
+// The shell logs to Config.Logger, slog.Default() when nil: a line at start
+// (agent, rooms, socket), a warning for every failure that repeats, naming
+// the call and the URL, a debug line per settled message, a line at
+// shutdown. Config.Hooks are for a program that wants the events
+// themselves; each is called without blocking the shell for long:
+//
+//   - Outcome and DeadLetter: a delivery was settled, or given up on.
+//   - DeliveryStart and DeliveryEnd bracket one delivery of a message, and
+//     HandlerStart and HandlerEnd the handler call inside it; the start
+//     hooks may return a context carrying a trace span, which the
+//     delivery's requests and the handler then run under.
+//   - GuardRead: the dedup guard read the room; Request: one HTTP attempt
+//     to Band, with its endpoint, status and attempt number.
+//   - Control: a control signal was applied; Socket: the socket came up or
+//     went down; Room: a room is served, or no longer.
+//
+// Package bandonce/otel (bandonceotel) turns them into OpenTelemetry
+// metrics and spans with one call; docs/observability.md lists both.
 //
 // # Testing your agent
 //

@@ -3,6 +3,7 @@ package bandonce
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/band-once/bandonce/internal/wire"
 )
@@ -28,8 +29,52 @@ var (
 // never retried.
 var ErrUnauthorized = errors.New("bandonce: API key rejected")
 
-// APIError is the error every non-2xx answer from Band becomes. Use
-// errors.As to read its status, code, request id and Retry-After.
+// ErrAgentMismatch is returned by Run and Drain at start when the API key
+// belongs to another agent than Config.AgentID names. Nothing is fetched.
+var ErrAgentMismatch = errors.New("bandonce: the API key belongs to another agent")
+
+// StartError is returned by Run and Drain when Band could not be reached at
+// start within Config.StartTimeout: every try of a start-up call failed
+// with a connection error, a timeout, 429 or 5xx.
+type StartError struct {
+	// URL is the REST root the shell tried (Config.BaseURL).
+	URL string
+	// Call is the start-up call that kept failing, such as "GET /agent/me".
+	Call string
+	// Waited is how long the shell kept trying.
+	Waited time.Duration
+	// Err is the last failure.
+	Err error
+}
+
+func (e *StartError) Error() string {
+	return fmt.Sprintf("bandonce: Band at %s did not answer %s within %s: %v", e.URL, e.Call, e.Waited.Round(time.Millisecond), e.Err)
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// APIError is the error every non-2xx answer from Band becomes, whether or
+// not its body was Band's JSON error envelope. Read it with errors.As:
+//
+//	var apiErr *bandonce.APIError
+//	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity { ... }
+//
+// Its fields (go doc does not show them: the type is defined in an
+// internal package):
+//
+//   - Endpoint string: the call, ids templated, such as
+//     "POST /agent/chats/{id}/messages".
+//   - Status int: the HTTP status code.
+//   - Code, Message, RequestID string: from the error envelope
+//     ({"error": {"code", "message", "request_id"}}); empty when the body
+//     was empty or not JSON, as a load balancer's 429 or a proxy's 502.
+//   - Details map[string][]string: a 422's field errors, JSON pointer to
+//     messages.
+//   - RetryAfter time.Duration: the Retry-After header, zero when absent.
+//   - Body string: the start of a body that was not the envelope.
+//
+// Its method Transient reports whether the same request may succeed later
+// (429 and 5xx). None of its fields ever shows the API key.
 type APIError = wire.APIError
 
 // ConfigError reports an invalid Config field.

@@ -132,6 +132,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 			return true, nil
 		case core.ReadRoom:
 			found, err := r.guard.contains(ctx, r.s.api, r.id, r.s.agentID(), e.key)
+			r.guardRead(ctx, found, err)
 			if err != nil {
 				return false, &sendFailure{kind: failCall, keep: true, call: "GET context", err: err}
 			}

@@ -31,9 +31,10 @@ type room struct {
 	// succeeded: the next delivery consumes them without a handler.
 	consumeOnServe map[string]bool
 
-	errStreak     int    // consecutive rounds that ended in an error, for backoff
-	lastStale     string // a message /next served though Band says it is done
-	stopAnnounced bool   // the log already says this room waits for play
+	errStreak     int      // consecutive rounds that ended in an error, for backoff
+	lastStale     string   // a message /next served though Band says it is done
+	stopAnnounced bool     // the log already says this room waits for play
+	delivery      Delivery // the delivery in flight, for the hooks
 }
 
 // step is how one round of the room ended, and so what it does next.
@@ -131,6 +132,8 @@ func (r *room) round(fetch, hard context.Context) step {
 		r.s.log.Info("bandonce: stopped room has work again; resuming", "room", r.id)
 		r.ctl.play()
 	}
+	hard = r.beginDelivery(hard, m.ID)
+	defer r.endDelivery(hard)
 	cy, ok := r.ctl.begin()
 	if !ok {
 		return stepStopped // stopped while /next was in flight: leave the message
@@ -153,7 +156,8 @@ func (r *room) failed(what string, err error) step {
 	case errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown) || errors.Is(err, ErrSuperseded) || errors.Is(err, errRoomRemoved):
 		return stepIdle
 	}
-	r.s.log.Warn("bandonce: request failed; backing off", "room", r.id, "call", what, "err", err)
+	r.s.log.Warn("bandonce: request failed; backing off", "room", r.id, "call", what, "url", r.s.cfg.baseURL.String(),
+		"failures", r.errStreak+1, "err", err)
 	return stepBackoff
 }
 
@@ -186,10 +190,18 @@ func (s *Shell) markCtx(ctx context.Context) (context.Context, context.CancelFun
 func (s *Shell) emit(o Outcome) {
 	s.mu.Lock()
 	d := s.oneShot
+	r := s.rooms[o.RoomID]
+	if int(o.Kind) < len(s.counts) {
+		s.counts[o.Kind]++
+	}
 	s.mu.Unlock()
 	if d != nil {
 		d.count(o.Kind)
 	}
+	if r != nil {
+		r.settled(o) // emit runs on the room's goroutine
+	}
+	s.logSettled(o)
 	if o.Kind == DeadLettered && s.cfg.Hooks.DeadLetter != nil {
 		s.cfg.Hooks.DeadLetter(o)
 	}

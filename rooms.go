@@ -48,7 +48,8 @@ func (s *Shell) watchRooms(ctx context.Context) {
 				return
 			}
 			failures++
-			s.log.Warn("bandonce: listing the agent's rooms failed; will try again", "call", "GET /agent/chats", "failures", failures, "err", err)
+			s.log.Warn("bandonce: listing the agent's rooms failed; will try again", "call", "GET /agent/chats", "url", s.cfg.baseURL.String(),
+				"failures", failures, "err", err)
 			continue
 		}
 		failures = 0

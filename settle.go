@@ -56,7 +56,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 			return r.aborted(hard, m, attempt, cause)
 		}
 		t := r.newTurn(hard, cy, m.ID, attempt)
-		reply, handlerErr = r.callHandler(hctx, m, t)
+		reply, handlerErr = r.runHandler(hctx, m, t)
 		t.close()
 		if hctx.Err() != nil {
 			cause = context.Cause(hctx)

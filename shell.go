@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,7 @@ type Shell struct {
 	run          runContexts
 	sched        *scheduler    // runs the rooms; one per Run
 	oneShot      *drainTracker // set while Drain runs
+	counts       outcomeCounts // this Run's outcomes, for its last log line
 }
 
 // runContexts are the two lifetimes of one Run: fetching stops when fetch
@@ -73,6 +75,7 @@ func New(cfg Config) (*Shell, error) {
 		MaxRetryAfter: s.Retry.MaxRetryAfter,
 		Seed:          seed,
 		Logger:        s.Logger,
+		Observe:       requestObserver(s.Hooks.Request),
 	})
 	client, err := band.New(band.Config{
 		// The shell's own REST client: the room tools share its request budget.
@@ -126,10 +129,13 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	sched := newScheduler(s)
 	s.mu.Lock()
 	s.fatal, s.run, s.oneShot, s.sched = fail, runContexts{fetch: fetch, hard: hard}, oneShot, sched
+	s.counts = outcomeCounts{}
 	s.mu.Unlock()
+	began := time.Now()
 	s.work.Go(func() { sched.run(fetch, hard) })
 
 	err := s.start(fetch)
+	started := err == nil
 	if err == nil {
 		if oneShot != nil {
 			oneShot.arm(fetch, fail)
@@ -142,29 +148,31 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 		cancelHard(ErrSuperseded)
 	}
 	s.drain(cancelHard)
-	switch {
-	case errors.Is(err, errDrained):
-		return nil // every room drained: a one-shot run's end
-	case ctx.Err() != nil && errors.Is(err, context.Cause(ctx)):
-		return nil // the caller ended Run: a clean shutdown
+	clean := errors.Is(err, errDrained) || // every room drained: a one-shot run's end
+		(ctx.Err() != nil && errors.Is(err, context.Cause(ctx))) // the caller ended Run
+	if started && !errors.Is(err, errDrained) { // Drain says so itself; a failed start is in err
+		s.logStopped(err, clean, began)
+	}
+	if clean {
+		return nil
 	}
 	return err
 }
 
-// start learns who the agent is and starts its rooms.
+// start learns who the agent is and starts its rooms. Its calls to Band
+// are bounded by StartTimeout (see startCall).
 func (s *Shell) start(ctx context.Context) error {
-	me, err := retryUntil(ctx, s, "GET /agent/me", func() (*wire.Agent, error) { return s.api.Me(ctx) })
+	budget, spent := context.WithTimeoutCause(ctx, s.cfg.StartTimeout, errStartBudget)
+	defer spent()
+	api := s.startClient()
+	me, err := s.identify(budget, api)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.me = *me
-	s.mu.Unlock()
-	s.log.Info("bandonce: serving", "agent", me.ID, "handle", me.Handle)
 
 	ids := s.cfg.Rooms
 	if len(ids) == 0 {
-		chats, err := retryUntil(ctx, s, "GET /agent/chats", func() ([]wire.Chat, error) { return s.api.Chats(ctx) })
+		chats, err := startCall(budget, s, wire.EndpointChats, api.Chats)
 		if err != nil {
 			return err
 		}
@@ -188,6 +196,7 @@ func (s *Shell) start(ctx context.Context) error {
 	for _, id := range ids {
 		s.addRoom(id)
 	}
+	s.logServing(me, ids)
 	if len(s.cfg.Rooms) == 0 {
 		s.work.Add(1)
 		go func() {
@@ -202,32 +211,6 @@ func (s *Shell) start(ctx context.Context) error {
 // rooms without it; the socket keeps trying in the background.
 const socketStartWait = 5 * time.Second
 
-// retryUntil repeats a start-up call through outages, with backoff, until
-// it succeeds, ctx ends, or Band gives a final answer. A rejected key is
-// fatal at once.
-func retryUntil[T any](ctx context.Context, s *Shell, what string, call func() (T, error)) (T, error) {
-	for n := 0; ; n++ {
-		v, err := call()
-		if err == nil {
-			return v, nil
-		}
-		if fatal := asFatal(err); fatal != nil {
-			return v, fatal
-		}
-		var apiErr *APIError
-		if errors.As(err, &apiErr) && apiErr.Status == http.StatusForbidden {
-			// At start-up a 403 means the key is of the wrong kind (a
-			// user key on the agent API): no retry will help.
-			return v, fmt.Errorf("%w: %w", ErrUnauthorized, apiErr)
-		}
-		wait := s.jitter.Backoff(s.cfg.Retry.BaseDelay, s.cfg.Retry.MaxDelay, n)
-		s.log.Warn("bandonce: start-up call failed; retrying", "call", what, "err", err, "wait", wait)
-		if err := sleep(ctx, wait); err != nil {
-			return v, err
-		}
-	}
-}
-
 // asFatal returns the error Run should end with, or nil if err may pass:
 // a 401 anywhere means the key was rejected or revoked.
 func asFatal(err error) error {
@@ -241,6 +224,14 @@ func asFatal(err error) error {
 // addRoom starts serving a room unless it already is; it reports whether
 // it did.
 func (s *Shell) addRoom(id string) bool {
+	if !s.startRoom(id) {
+		return false
+	}
+	s.roomEvent(id, true) // outside the lock: a hook may call the Shell
+	return true
+}
+
+func (s *Shell) startRoom(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.rooms[id]; ok || s.run.fetch == nil || s.run.fetch.Err() != nil {
@@ -293,12 +284,16 @@ func (s *Shell) roomEnded(r *room) {
 	r.leave(nil)
 	r.oneShot(func(d *drainTracker) { d.gone(r) })
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.rooms[r.id] == r {
+	ours := s.rooms[r.id] == r
+	if ours {
 		delete(s.rooms, r.id)
 		if s.sock != nil {
 			s.sock.Leave("chat_room:" + r.id)
 		}
+	}
+	s.mu.Unlock()
+	if ours {
+		s.roomEvent(r.id, false)
 	}
 }
 
@@ -331,12 +326,18 @@ func (s *Shell) drain(cancelHard context.CancelCauseFunc) {
 		<-done
 	}
 	s.mu.Lock()
-	for _, r := range s.rooms {
+	served := make([]string, 0, len(s.rooms))
+	for id, r := range s.rooms {
 		r.leave(nil)
+		served = append(served, id)
 	}
 	s.rooms = make(map[string]*room)
 	s.sock, s.seen, s.agentStopped, s.oneShot, s.sched = nil, nil, false, nil, nil
 	s.mu.Unlock()
+	slices.Sort(served)
+	for _, id := range served {
+		s.roomEvent(id, false)
+	}
 }
 
 func (s *Shell) agentID() string {

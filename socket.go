@@ -27,6 +27,7 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 		Seed:       s.jitterSeed + 2,
 		OnConnected: func() {
 			s.socketUp.Store(true)
+			s.socketEvent(true, nil)
 			reconnected := true
 			once.Do(func() { reconnected = false; close(connected) })
 			if reconnected {
@@ -36,6 +37,10 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 		},
 		OnDisconnected: func(err error) {
 			s.socketUp.Store(false)
+			s.socketEvent(false, err)
+			if ctx.Err() != nil {
+				return // Run is ending: nothing to recover from
+			}
 			s.log.Info("bandonce: socket disconnected; polling until it is back", "err", err)
 		},
 		// Pushes sent before a room's topic was joined (or while the

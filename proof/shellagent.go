@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,6 +114,7 @@ func runShell(ctx context.Context, env Env, ledger bandonce.Ledger, maxAttempts 
 		HTTPClient:      env.HTTPClient,
 		Handler:         SpecHandler(env.External),
 		Ledger:          ledger,
+		Logger:          slog.New(slog.DiscardHandler), // the storm's faults are deliberate
 		MaxAttempts:     maxAttempts,
 		Retry:           bandonce.RetryPolicy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxRetryAfter: time.Second, Seed: seed},
 		RequestTimeout:  shellRequestTimeout,

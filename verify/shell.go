@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/band-once/bandonce"
@@ -42,6 +43,11 @@ func Shell(h bandonce.Handler, cfg ...bandonce.Config) Factory {
 			c := base
 			c.APIKey, c.BaseURL, c.SocketURL, c.HTTPClient = env.APIKey, env.BaseURL, env.SocketURL, env.HTTPClient
 			c.Handler = observeHandler(h, env)
+			if c.Logger == nil {
+				// The schedule's faults are deliberate; the shell's
+				// warnings about them would bury the test's own output.
+				c.Logger = slog.New(slog.DiscardHandler)
+			}
 			fillTiming(&c, env.Seed)
 			if c.Ledger == nil {
 				c.Ledger = bandonce.NewMemoryLedger()

@@ -155,7 +155,11 @@ func TestEchoAgentAgainstFakebandProcess(t *testing.T) {
 	eventually(t, "the messages sent while stopped to be echoed after play", echoed(waiting...))
 
 	require.NoError(t, echo.stop(t, syscall.SIGTERM), "echo exits 0 on SIGTERM; stderr: %s", echo.stderr.String())
-	assert.Empty(t, echo.stderr.String())
+	// echo warns on stderr: of the one fault injected, the lost response, and of nothing else.
+	for line := range strings.Lines(echo.stderr.String()) {
+		assert.Contains(t, line, "outcome unknown; re-checking the room before any retry")
+		assert.Contains(t, line, "level=WARN")
+	}
 
 	// The ground truth, read through the CLI as a user would.
 	var final truth

@@ -2,11 +2,16 @@
 // every message that mentions it with "echo: <text>", mentioning the
 // sender, exactly once.
 //
-// Configuration comes from the environment:
+// Configuration comes from the environment, read by bandonce.ConfigFromEnv,
+// so the lines `fakeband` prints can be pasted as they are
+// (docs/configuration.md):
 //
 //	BAND_API_KEY   the agent's API key (required)
-//	BAND_BASE_URL  the REST root (default https://app.band.ai/api/v1)
-//	BAND_WS_URL    the Phoenix socket (default derived from BAND_BASE_URL)
+//	BAND_BASE_URL  the REST root, with /api/v1 (default https://app.band.ai/api/v1)
+//	BAND_REST_URL  or the host root, as Band's official SDKs read it
+//	BAND_WS_URL    the Phoenix socket (default derived from the REST root)
+//	BAND_AGENT_ID  the agent's id, checked against Band's answer at start (optional)
+//	BANDONCE_START_TIMEOUT  how long to try to reach Band at start (default 2m)
 //	ECHO_DELAY     a Go duration each reply waits, to stand in for slow work (default 0)
 //	BANDONCE_LEDGER      where the ledger lives: empty for memory (lost on exit),
 //	                     bolt:PATH for a file on this host, or a postgres:// URL
@@ -14,6 +19,9 @@
 //	                     (docs/ledgers.md)
 //	BANDONCE_LEASE_TIME  with postgres://, how long the standbys wait for a silent
 //	                     holder before one takes over (default 10s)
+//
+// Warnings and errors go to stderr; -v adds what the shell does, down to a
+// line per message.
 //
 // SIGINT or SIGTERM shut it down gracefully (exit 0). A rejected key, or
 // another connection of the same agent taking over, exits 1 with a message
@@ -45,12 +53,16 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.DiscardHandler)
+	level := slog.LevelWarn // stdout says what it does; stderr is for trouble
 	if *verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		level = slog.LevelDebug
 	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var err error
 	if *fake {
+		if !*verbose {
+			logger = slog.New(slog.DiscardHandler)
+		}
 		err = runFake(ctx, os.Stdout, logger)
 	} else {
 		err = run(ctx, os.Getenv, os.Stdout, logger, *once)
@@ -64,21 +76,16 @@ func main() {
 // run serves the agent named by the environment until ctx ends, or with
 // once until every room is drained.
 func run(ctx context.Context, getenv func(string) string, out io.Writer, logger *slog.Logger, once bool) error {
-	key := getenv("BAND_API_KEY")
-	if key == "" {
-		return errors.New("BAND_API_KEY is not set: export the agent's API key")
+	cfg, err := bandonce.ConfigFromEnv(getenv)
+	if err != nil {
+		return err
 	}
 	delay, err := parseDelay(getenv("ECHO_DELAY"))
 	if err != nil {
 		return err
 	}
-	cfg := bandonce.Config{
-		APIKey:    key,
-		BaseURL:   getenv("BAND_BASE_URL"),
-		SocketURL: getenv("BAND_WS_URL"),
-		Handler:   Echo(delay),
-		Logger:    logger,
-	}
+	cfg.Handler = Echo(delay)
+	cfg.Logger = logger
 	if _, err := bandonce.New(cfg); err != nil { // a bad setting fails now, not once a lease is held
 		return err
 	}

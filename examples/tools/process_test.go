@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -338,7 +339,7 @@ func TestToolsProcessSurvivesSIGKILLAtEveryRequestOfATurn(t *testing.T) {
 // -fake plays the scripted request and prints the room.
 func TestFakeModePrintsTheTurn(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, runFake(t.Context(), &out, nil))
+	require.NoError(t, runFake(t.Context(), &out, slog.New(slog.DiscardHandler))) // nil would be slog.Default()
 	text := out.String()
 	for _, want := range []string{"[thought]", "[tool_call] refund(order-17)", "[tool_result] refunded order-17", "Could you confirm refund", "Refunded order-17", "payments: order-17 refunded 1 time(s)"} {
 		assert.Contains(t, text, want)

@@ -33,6 +33,9 @@ type RetryOptions struct {
 	Seed uint64
 	// Logger receives one Debug record per retry. Nil discards.
 	Logger *slog.Logger
+	// Observe, if set, is called after every try with how it went, on the
+	// caller's goroutine; it must not block.
+	Observe func(ctx context.Context, t Try)
 }
 
 // NewRetryDoer returns a Doer that sends through a copy of hc (nil means
@@ -78,7 +81,9 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 		return nil, withCause(ctx, ctx.Err())
 	}
 	if !retry || d.opts.MaxAttempts == 1 {
+		began := time.Now()
 		resp, err := d.hc.Do(req)
+		d.observe(ctx, endpointOf(req), 1, began, resp, err)
 		if err != nil {
 			return nil, withCause(ctx, err)
 		}
@@ -93,11 +98,15 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 	// One retryablehttp.Client per call: its hooks then close over this
 	// request's last failure, which the retry log line reports.
 	var lastCause any
+	var clock *tryClock // set when tries are observed
 	rc := &retryablehttp.Client{
 		HTTPClient: d.hc,
 		Logger:     nil, // its own logger would write to stderr
 		RetryMax:   d.opts.MaxAttempts - 1,
 		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+			if clock != nil {
+				d.observe(ctx, endpoint, clock.try, clock.began, resp, err)
+			}
 			if ctx.Err() != nil {
 				return false, nil
 			}
@@ -124,6 +133,10 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 			return wait
 		},
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+	}
+	if d.opts.Observe != nil {
+		clock = &tryClock{}
+		rc.RequestLogHook = clock.start
 	}
 	resp, err := rc.Do(rreq)
 	if err != nil {

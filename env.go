@@ -1,0 +1,152 @@
+package bandonce
+
+import (
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// The environment variables ConfigFromEnv reads; docs/configuration.md has
+// the table, with which of Band's conventions each follows.
+const (
+	envAPIKey       = "BAND_API_KEY"           // Config.APIKey (required)
+	envBaseURL      = "BAND_BASE_URL"          // Config.BaseURL: the REST root, with /api/v1
+	envRestURL      = "BAND_REST_URL"          // the host root, as Band's official SDKs read it
+	envSocketURL    = "BAND_WS_URL"            // Config.SocketURL
+	envAgentID      = "BAND_AGENT_ID"          // Config.AgentID
+	envStartTimeout = "BANDONCE_START_TIMEOUT" // Config.StartTimeout, a Go duration
+)
+
+// restPath is where Band serves its agent REST API below the host root.
+const restPath = "/api/v1"
+
+// EnvError reports an environment variable ConfigFromEnv cannot use. It
+// never quotes the variable's value whole: a URL may carry a credential.
+type EnvError struct {
+	// Var names the variable, such as "BAND_BASE_URL".
+	Var string
+	// Reason says what is wrong with it and what to set instead.
+	Reason string
+}
+
+func (e *EnvError) Error() string { return "bandonce: " + e.Var + ": " + e.Reason }
+
+// ConfigFromEnv returns a Config filled from the environment, read through
+// getenv (nil means os.Getenv), for an agent whose settings come from the
+// lines `fakeband` prints or a deployment's secrets. It reads:
+//
+//   - BAND_API_KEY: the agent's key. Required.
+//   - BAND_BASE_URL: the REST root, ending in /api/v1, as band-once and
+//     curl read it; or BAND_REST_URL: the host root, as Band's official
+//     Python and TypeScript SDKs read it (the shell adds /api/v1). Either
+//     or both may be set; both must then name the same place. Neither
+//     means DefaultBaseURL.
+//   - BAND_WS_URL: the Phoenix socket, with or without the trailing
+//     /websocket (the TypeScript SDK drops it). Unset means derived from
+//     the REST root.
+//   - BAND_AGENT_ID: the agent's id, checked against Band's answer at
+//     start (Config.AgentID). Unset means not checked.
+//   - BANDONCE_START_TIMEOUT: Config.StartTimeout, as a Go duration such
+//     as 30s. Unset means the default.
+//
+// Empty variables count as unset. The Handler, and every field the
+// environment does not name, are left for the caller to set; New checks
+// the rest. Errors are *EnvError and name the variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
+	var c Config
+	if c.APIKey = get(envAPIKey); c.APIKey == "" {
+		return Config{}, &EnvError{Var: envAPIKey, Reason: "not set: export the agent's API key"}
+	}
+	base, err := restRoot(get(envBaseURL), get(envRestURL))
+	if err != nil {
+		return Config{}, err
+	}
+	c.BaseURL = base
+	if ws := get(envSocketURL); ws != "" {
+		u, err := parseURL(envSocketURL, ws, "ws", "wss")
+		if err != nil {
+			return Config{}, err
+		}
+		if strings.HasSuffix(u.Path, "/socket") {
+			u.Path += "/websocket" // phoenix.js's form: it adds /websocket itself
+		}
+		c.SocketURL = u.String()
+	}
+	c.AgentID = get(envAgentID)
+	if v := get(envStartTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return Config{}, &EnvError{Var: envStartTimeout, Reason: "want a positive Go duration such as 30s or 2m, not " + quote(v)}
+		}
+		c.StartTimeout = d
+	}
+	return c, nil
+}
+
+// restRoot reconciles BAND_BASE_URL and BAND_REST_URL into the REST root.
+func restRoot(base, rest string) (string, error) {
+	var fromBase, fromRest, shownBase, shownRest string
+	if base != "" {
+		u, err := parseURL(envBaseURL, base, "http", "https")
+		if err != nil {
+			return "", err
+		}
+		if strings.Trim(u.Path, "/") == "" {
+			return "", &EnvError{Var: envBaseURL, Reason: "is a host root (" + origin(u) + "); it is the REST root, with " + restPath +
+				" (" + origin(u) + restPath + "); a host root goes in " + envRestURL}
+		}
+		fromBase, shownBase = strings.TrimRight(u.String(), "/"), shown(u)
+	}
+	if rest != "" {
+		u, err := parseURL(envRestURL, rest, "http", "https")
+		if err != nil {
+			return "", err
+		}
+		if strings.HasSuffix(strings.TrimRight(u.Path, "/"), restPath) {
+			return "", &EnvError{Var: envRestURL, Reason: "ends in " + restPath + ": it is the host root, as Band's SDKs read it (" +
+				origin(u) + "); the REST root goes in " + envBaseURL}
+		}
+		fromRest, shownRest = strings.TrimRight(u.String(), "/")+restPath, shown(u)+restPath
+	}
+	switch {
+	case fromBase != "" && fromRest != "" && fromBase != fromRest:
+		return "", &EnvError{Var: envBaseURL, Reason: "and " + envRestURL + " name different places: the REST root " + shownBase +
+			" and the host root's " + shownRest + "; unset one of them"}
+	case fromBase != "":
+		return fromBase, nil
+	}
+	return fromRest, nil
+}
+
+// parseURL parses an absolute URL of one of schemes, or says which
+// variable is wrong without quoting a value that may hold a credential.
+func parseURL(name, raw string, schemes ...string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != schemes[0] && u.Scheme != schemes[1]) {
+		return nil, &EnvError{Var: name, Reason: "want an absolute " + schemes[0] + "(s) URL such as " + schemes[1] + "://host" + examplePath(name)}
+	}
+	return u, nil
+}
+
+func examplePath(name string) string {
+	switch name {
+	case envBaseURL:
+		return restPath
+	case envSocketURL:
+		return restPath + "/socket/websocket"
+	}
+	return ""
+}
+
+// origin is scheme://host of u, without anything that could be a secret.
+func origin(u *url.URL) string { return u.Scheme + "://" + u.Host }
+
+// shown is u without its user info, query and fragment, for a message.
+func shown(u *url.URL) string { return origin(u) + strings.TrimRight(u.EscapedPath(), "/") }
+
+func quote(s string) string { return `"` + s + `"` }

@@ -1,0 +1,198 @@
+package bandonce
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/band-once/bandonce/internal/keyguard"
+	"github.com/band-once/bandonce/internal/wire"
+)
+
+// Delivery is one pass of a message through the shell: from /next serving
+// it to its outcome, or to the shell letting it go until Band serves it
+// again. The hooks that take one use RoomID and MessageID to tell
+// deliveries apart; a message delivered again is a new Delivery.
+type Delivery struct {
+	RoomID    string
+	MessageID string
+	// Attempt is Band's attempt number once the message is claimed (the
+	// processing mark); zero before.
+	Attempt int
+	// Outcome is how the delivery was settled. Only DeliveryEnd sees it,
+	// and it is zero when the delivery ended without one: a shutdown, a
+	// claim Band refused or never answered.
+	Outcome OutcomeKind
+}
+
+// Request is one HTTP attempt to Band's REST API, as Hooks.Request sees it.
+type Request struct {
+	// Endpoint names the call with its ids templated, such as
+	// "POST /agent/chats/{id}/messages", so it can label a metric.
+	Endpoint string
+	// Attempt is 1 for a call's first try, 2 for its first retry, and so
+	// on. The reply POST is never retried by the transport: a post that
+	// may have landed is looked for in the room before it is sent again.
+	Attempt int
+	// Status is the HTTP status, or 0 when no response came.
+	Status int
+	// Took is how long the attempt took, until the response's headers,
+	// including any wait for the shell's request budget.
+	Took time.Duration
+	// Err is why no response came (a connection error, a timeout, the
+	// context ending); nil when Status is set.
+	Err error
+}
+
+// ControlSignal is a control signal as the shell applied it.
+type ControlSignal struct {
+	// Mode is "interrupt", "stop", "play" or "supersede".
+	Mode string
+	// RoomID is the room it was applied to; empty for a supersede, which
+	// ends the whole Run.
+	RoomID string
+	// InFlight reports whether an interrupt or a stop found a delivery in
+	// flight in that room; it aborts it unless the reply was already on
+	// its way.
+	InFlight bool
+}
+
+// scrubbed wraps the hooks that carry an error so that it never shows the
+// key (a handler's panic, a server's answer may quote it); errors.As still
+// reaches the original error.
+func (h Hooks) scrubbed(key *keyguard.Secret) Hooks {
+	for _, hook := range []*func(Outcome){&h.Outcome, &h.DeadLetter} {
+		if next := *hook; next != nil {
+			*hook = func(o Outcome) {
+				o.Err = key.Error(o.Err)
+				next(o)
+			}
+		}
+	}
+	if next := h.HandlerEnd; next != nil {
+		h.HandlerEnd = func(ctx context.Context, d Delivery, took time.Duration, err error) {
+			next(ctx, d, took, key.Error(err))
+		}
+	}
+	if next := h.GuardRead; next != nil {
+		h.GuardRead = func(ctx context.Context, d Delivery, found bool, err error) {
+			next(ctx, d, found, key.Error(err))
+		}
+	}
+	if next := h.Request; next != nil {
+		h.Request = func(ctx context.Context, r Request) {
+			r.Err = key.Error(r.Err)
+			next(ctx, r)
+		}
+	}
+	if next := h.Socket; next != nil {
+		h.Socket = func(up bool, err error) { next(up, key.Error(err)) }
+	}
+	return h
+}
+
+// requestObserver turns the transport's report of each try into the
+// Request hook, or returns nil when there is no hook to call.
+func requestObserver(hook func(context.Context, Request)) func(context.Context, wire.Try) {
+	if hook == nil {
+		return nil
+	}
+	return func(ctx context.Context, t wire.Try) {
+		hook(ctx, Request{Endpoint: t.Endpoint, Attempt: t.Attempt, Status: t.Status, Took: t.Took, Err: t.Err})
+	}
+}
+
+// beginDelivery opens the record of a delivery /next has just served and
+// calls DeliveryStart; endDelivery closes it. The record is the room's:
+// only its goroutine reads or writes it.
+func (r *room) beginDelivery(ctx context.Context, messageID string) context.Context {
+	r.delivery = Delivery{RoomID: r.id, MessageID: messageID}
+	if start := r.s.cfg.Hooks.DeliveryStart; start != nil {
+		if derived := start(ctx, r.delivery); derived != nil {
+			return derived
+		}
+	}
+	return ctx
+}
+
+func (r *room) endDelivery(ctx context.Context) {
+	if end := r.s.cfg.Hooks.DeliveryEnd; end != nil {
+		end(ctx, r.delivery)
+	}
+	r.delivery = Delivery{}
+}
+
+// settled records an outcome in the room's open delivery. It runs on the
+// room's goroutine, from emit.
+func (r *room) settled(o Outcome) {
+	if r.delivery.MessageID == o.MessageID {
+		r.delivery.Outcome, r.delivery.Attempt = o.Kind, o.Attempt
+	}
+}
+
+// runHandler calls the Handler between the handler hooks.
+func (r *room) runHandler(ctx context.Context, m *wire.Message, t *turn) (*Reply, error) {
+	r.delivery.Attempt = t.attempt
+	h := r.s.cfg.Hooks
+	if h.HandlerStart == nil && h.HandlerEnd == nil {
+		return r.callHandler(ctx, m, t)
+	}
+	d := r.delivery
+	if h.HandlerStart != nil {
+		if derived := h.HandlerStart(ctx, d); derived != nil {
+			ctx = derived
+		}
+	}
+	began := time.Now()
+	reply, err := r.callHandler(ctx, m, t)
+	if h.HandlerEnd != nil {
+		h.HandlerEnd(ctx, d, time.Since(began), err)
+	}
+	return reply, err
+}
+
+// guardRead reports a read of the room by the dedup guard.
+func (r *room) guardRead(ctx context.Context, found bool, err error) {
+	if hook := r.s.cfg.Hooks.GuardRead; hook != nil {
+		hook(ctx, r.delivery, found, err)
+	}
+}
+
+// roomEvent reports a room the shell starts or stops serving.
+func (s *Shell) roomEvent(id string, added bool) {
+	if hook := s.cfg.Hooks.Room; hook != nil {
+		hook(id, added)
+	}
+}
+
+// socketEvent reports the socket connecting or disconnecting.
+func (s *Shell) socketEvent(up bool, err error) {
+	if hook := s.cfg.Hooks.Socket; hook != nil {
+		hook(up, err)
+	}
+}
+
+// controlApplied reports a control signal applied to a room.
+func (s *Shell) controlApplied(mode, roomID string, inFlight bool) {
+	if hook := s.cfg.Hooks.Control; hook != nil {
+		hook(ControlSignal{Mode: mode, RoomID: roomID, InFlight: inFlight})
+	}
+}
+
+// logSettled writes the debug line of a settled delivery.
+func (s *Shell) logSettled(o Outcome) {
+	if !s.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("room", o.RoomID), slog.String("message", o.MessageID),
+		slog.String("outcome", o.Kind.String()), slog.Int("attempt", o.Attempt),
+	}
+	if o.DedupKey != "" {
+		attrs = append(attrs, slog.String("key", o.DedupKey))
+	}
+	if o.Err != nil {
+		attrs = append(attrs, slog.Any("err", o.Err))
+	}
+	s.log.LogAttrs(context.Background(), slog.LevelDebug, "bandonce: settled", attrs...)
+}
