@@ -53,9 +53,15 @@ func TestScaleManyRoomsAsProcesses(t *testing.T) {
 		t.Logf("%d rooms, one message each: drained in %s (%.0f messages/s), echo peak RSS %.1f MB, %d requests",
 			rooms, drained.Round(time.Millisecond), float64(rooms)/drained.Seconds(), float64(peak)/(1<<20), truth.requests)
 
-		// Idle: the same agent as a daemon, with nothing to do.
+		// Idle: the same agent as a daemon, with nothing to do, once its
+		// start-up (the listing, the joins, each room's first look) is over.
 		p = startAgent(t, echoBin, fake.env...)
-		time.Sleep(5 * time.Second) // start-up: listing, joins, each room's first look
+		looked := truth.nexts + rooms
+		for deadline := time.Now().Add(5 * time.Minute); fake.truth(t).nexts < looked; {
+			require.True(t, time.Now().Before(deadline), "every room looked once within 5 minutes")
+			time.Sleep(time.Second)
+		}
+		time.Sleep(2 * time.Second)
 		before := fake.truth(t).requests
 		time.Sleep(idle)
 		after := fake.truth(t).requests
@@ -193,6 +199,7 @@ func startFakeband(t *testing.T, bin, scenario string) *fakeProc {
 // scaleTruth is what the scale test reads of the fake's record.
 type scaleTruth struct {
 	processed, replies, requests, throttled int
+	nexts                                   int // GET /next requests
 	twice                                   int // rooms with more than one reply
 }
 
@@ -214,8 +221,11 @@ func (f *fakeProc) truth(t *testing.T) scaleTruth {
 	}
 	f.get(t, "/_admin/truth", &body)
 	var tr scaleTruth
-	for _, n := range body.Data.Requests {
+	for ep, n := range body.Data.Requests {
 		tr.requests += n
+		if ep == "next" {
+			tr.nexts = n
+		}
 	}
 	for k, n := range body.Data.Fired {
 		if strings.HasSuffix(k, "/rate_limit") {
