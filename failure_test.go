@@ -388,3 +388,27 @@ func TestAQuotaRefusalIsRetriedNotAStop(t *testing.T) {
 		}
 	})
 }
+
+// A reply of only invisible characters (white space, a zero-width space,
+// a joiner) would show the room nothing but the dedup marker: it is
+// refused for good, never posted, and the message dead-lettered.
+func TestAReplyOfInvisibleCharactersIsNotPosted(t *testing.T) {
+	for _, content := range []string{"  \n", "\u200b", "\u200d \ufeff"} {
+		synctest.Test(t, func(t *testing.T) {
+			w := newWorld(t, 1)
+			id := w.say(w.rooms[0], "say nothing")
+			var dead []bandonce.Outcome
+			cfg := w.config(func(context.Context, *bandonce.Message) (*bandonce.Reply, error) {
+				return &bandonce.Reply{Content: content, Mentions: []string{w.human.ID}}, nil
+			})
+			cfg.Hooks.DeadLetter = func(o bandonce.Outcome) { dead = append(dead, o) }
+			stop := w.start(cfg)
+			settle(time.Minute)
+			require.NoError(t, stop())
+			assert.Empty(t, w.replies(w.rooms[0]), "%q", content)
+			require.Len(t, dead, 1, "%q", content)
+			assert.ErrorContains(t, dead[0].Err, "blank")
+			assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"unicode"
 
 	"github.com/band-once/bandonce/internal/core"
 	"github.com/band-once/bandonce/internal/wire"
@@ -151,7 +152,7 @@ func (r *room) callHandler(ctx context.Context, wm *wire.Message, t *turn) (repl
 // validateReply rejects a reply Band would refuse or the guard could not
 // read back; retrying the handler would not change it.
 func validateReply(rep *Reply) error {
-	if strings.TrimSpace(rep.Content) == "" {
+	if blank(rep.Content) {
 		return Permanent(errors.New("reply content is blank"))
 	}
 	if rep.DedupKey != "" {
@@ -160,6 +161,13 @@ func validateReply(rep *Reply) error {
 		}
 	}
 	return nil
+}
+
+// blank reports whether s shows nothing to a reader: only white space and
+// invisible format characters (a zero-width space, a joiner, a byte-order
+// mark). Posted, it would show only the dedup marker line.
+func blank(s string) bool {
+	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) }) == ""
 }
 
 func abortOf(cause error) core.Abort {

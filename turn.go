@@ -214,7 +214,7 @@ func validateEvent(ev *Event) error {
 	default:
 		return Permanent(fmt.Errorf("unknown event type %q", ev.Type))
 	}
-	if strings.TrimSpace(ev.Content) == "" {
+	if blank(ev.Content) {
 		return Permanent(errors.New("content is blank"))
 	}
 	if n := utf8.RuneCountInString(ev.Content); n > maxEventContent {

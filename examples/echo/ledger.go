@@ -73,9 +73,16 @@ func runWithLedger(ctx context.Context, getenv func(string) string, logger *slog
 	})
 }
 
-// whoAmI asks Band for the agent's id (GET /agent/me), which names its
-// ledger, retrying transient failures, and saying so, until ctx ends.
+// whoAmI is the agent's id, which names its ledger: BAND_AGENT_ID when
+// given (the shell checks it against Band at start), otherwise Band's
+// answer to GET /agent/me, retrying transient failures, and saying so,
+// until ctx ends or the shell's start-up budget runs out.
 func whoAmI(ctx context.Context, cfg bandonce.Config, logger *slog.Logger) (string, error) {
+	if cfg.AgentID != "" {
+		return cfg.AgentID, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(cfg.StartTimeout, bandonce.DefaultStartTimeout))
+	defer cancel()
 	url := strings.TrimRight(cmp.Or(cfg.BaseURL, bandonce.DefaultBaseURL), "/") + "/agent/me"
 	client := &http.Client{
 		Timeout: 30 * time.Second,

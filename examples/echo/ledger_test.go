@@ -111,3 +111,18 @@ func TestEchoProcessWithABoltLedger(t *testing.T) {
 		assert.Equal(t, 1, repliesTo(band, room.ID, agent.ID, id), "message %d echoed once", i)
 	}
 }
+
+// With BAND_AGENT_ID given, the ledger is named without asking Band (the
+// shell checks the id at start); without it, asking Band is bounded by
+// the shell's start-up budget.
+func TestWhoAmIUsesTheGivenIDAndTheStartBudget(t *testing.T) {
+	id, err := whoAmI(context.Background(), bandonce.Config{AgentID: "agent-7", BaseURL: "http://127.0.0.1:1/api/v1"}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	assert.Equal(t, "agent-7", id)
+
+	began := time.Now()
+	_, err = whoAmI(context.Background(), bandonce.Config{APIKey: "k", BaseURL: "http://127.0.0.1:1/api/v1", StartTimeout: 300 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	require.ErrorIs(t, err, context.DeadlineExceeded, "gave up when the start-up budget ran out")
+	assert.Contains(t, err.Error(), "connection refused")
+	t.Logf("gave up after %s", time.Since(began).Round(time.Millisecond))
+}
