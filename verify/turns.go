@@ -147,6 +147,15 @@ func (l *stepLedger) SetStep(ctx context.Context, room, messageID, name string, 
 	return l.Ledger.SetStep(ctx, room, messageID, name, result)
 }
 
+// BindAgent passes the shell's binding on to the watched ledger, if it
+// binds (bandonce.AgentBinder): watching it must not hide that.
+func (l *stepLedger) BindAgent(ctx context.Context, agentID string) error {
+	if b, ok := l.Ledger.(bandonce.AgentBinder); ok {
+		return b.BindAgent(ctx, agentID)
+	}
+	return nil
+}
+
 // sentAfterSignal: nothing is sent for a turn after an interrupt or a
 // stop reached it. (effectAfterSignal, in gaps.go, judges the calls to
 // the external system.)
