@@ -48,13 +48,17 @@ type ShellConfig struct {
 }
 
 // Shell timing under the prover: short, so a schedule's virtual time
-// stays small, and far apart from each other, so they do not race.
+// stays small, and far apart from each other, so they do not race. Each is
+// off the millisecond grid the schedules draw their durations on by an odd
+// number of microseconds: two timers due in the same virtual instant fire
+// in an order the scheduler picks, so a handler drawn to end exactly when
+// the shutdown timeout fires would make a schedule replay two ways.
 const (
-	shellRequestTimeout = 2 * time.Second
-	shellPollInterval   = 250 * time.Millisecond
-	shellResyncInterval = 5 * time.Second
-	shellMarkTimeout    = 3 * time.Second
-	shellShutdown       = 100 * time.Millisecond
+	shellRequestTimeout = 2*time.Second + 311*time.Microsecond
+	shellPollInterval   = 250*time.Millisecond + 137*time.Microsecond
+	shellResyncInterval = 5*time.Second + 173*time.Microsecond
+	shellMarkTimeout    = 3*time.Second + 293*time.Microsecond
+	shellShutdown       = 100*time.Millisecond + 59*time.Microsecond
 )
 
 var boltFiles atomic.Int64
