@@ -1,7 +1,6 @@
 package procverify
 
 import (
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -485,21 +484,4 @@ func (t *truth) terminated(v *judgement) {
 func firstLine(s string) string {
 	first, _, _ := strings.Cut(s, "\n")
 	return first
-}
-
-// merge folds b's counts into a.
-func mergeCounts[K comparable](a, b map[K]int) {
-	for k, n := range b {
-		a[k] += n
-	}
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[K ~string, V any](m map[K]V) []K {
-	out := make([]K, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
