@@ -302,7 +302,7 @@ func (c Config) withDefaults() (settings, error) {
 	if c.MaxRequestsInFlight < 0 {
 		return settings{}, &ConfigError{Field: "MaxRequestsInFlight", Reason: "must not be negative"}
 	}
-	if err := c.Retry.validate(); err != nil {
+	if err := validateRetry(c.Retry); err != nil {
 		return settings{}, err
 	}
 	seen := make(map[string]bool, len(c.Rooms))
@@ -331,7 +331,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.MaxRequestsInFlight = cmp.Or(c.MaxRequestsInFlight, 32)
 	s.IdleRequestInterval = cmp.Or(c.IdleRequestInterval, 500*time.Millisecond)
 	s.StartTimeout = cmp.Or(c.StartTimeout, DefaultStartTimeout)
-	s.Retry = c.Retry.withDefaults()
+	s.Retry = retryDefaults(c.Retry)
 	if s.Ledger == nil {
 		s.Ledger = NewMemoryLedger()
 	}

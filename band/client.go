@@ -96,8 +96,10 @@ func (c Config) redacted(format string) string {
 	return strings.Replace(fmt.Sprintf(format, printableConfig(c)), "band.printableConfig{", "band.Config{", 1)
 }
 
-// RetryPolicy bounds the retries of transient failures with full-jitter
-// exponential backoff, as bandonce.RetryPolicy does for the shell.
+// RetryPolicy bounds the retries of transient failures (transport errors,
+// 429 and 5xx) with full-jitter exponential backoff: the n-th wait is
+// uniform in [0, min(MaxDelay, BaseDelay·2^n)]. bandonce.RetryPolicy is
+// this type, so a Shell and its Client retry alike.
 type RetryPolicy struct {
 	// MaxAttempts is how many times one request is tried in all. Zero
 	// means 5.
@@ -108,7 +110,8 @@ type RetryPolicy struct {
 	MaxDelay time.Duration
 	// MaxRetryAfter caps a server's Retry-After hint. Zero means MaxDelay.
 	MaxRetryAfter time.Duration
-	// Seed seeds the jitter. Zero means a seed drawn at random.
+	// Seed seeds the jitter. Zero means a seed drawn at random; set it
+	// for reproducible runs.
 	Seed uint64
 }
 
