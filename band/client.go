@@ -24,7 +24,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -75,13 +74,7 @@ func (c Config) String() string { return c.redacted("%+v") }
 func (c Config) GoString() string { return c.redacted("%#v") }
 
 // Format writes GoString for %#v and String for every other verb.
-func (c Config) Format(f fmt.State, verb rune) {
-	if verb == 'v' && f.Flag('#') {
-		_, _ = io.WriteString(f, c.GoString())
-		return
-	}
-	_, _ = io.WriteString(f, c.String())
-}
+func (c Config) Format(f fmt.State, verb rune) { keyguard.Format(f, verb, c) }
 
 // LogValue is String.
 func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
@@ -90,10 +83,8 @@ func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
 type printableConfig Config
 
 func (c Config) redacted(format string) string {
-	if c.APIKey != "" {
-		c.APIKey = keyguard.Redacted
-	}
-	return strings.Replace(fmt.Sprintf(format, printableConfig(c)), "band.printableConfig{", "band.Config{", 1)
+	c.APIKey = keyguard.Redact(c.APIKey)
+	return keyguard.SprintAs(format, printableConfig(c), "band.Config")
 }
 
 // RetryPolicy bounds the retries of transient failures (transport errors,
