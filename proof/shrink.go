@@ -142,13 +142,7 @@ var simplifications = []func(*Event) bool{
 		e.Push, e.Delay = PushNormal, 0
 		return true
 	},
-	func(e *Event) bool {
-		if e.Count > 1 {
-			e.Count = 1
-			return true
-		}
-		return false
-	},
+	func(e *Event) bool { return ddmin.One(&e.Count) },
 }
 
 // compactRooms is s with only the rooms its events name, renumbered in

@@ -82,6 +82,16 @@ func Zero[T comparable](p *T) bool {
 	return true
 }
 
+// One sets a count above one to one and reports whether that changed it:
+// a plainer for a count, such as a burst's length.
+func One(p *int) bool {
+	if *p <= 1 {
+		return false
+	}
+	*p = 1
+	return true
+}
+
 // Rounds runs round again until a round leaves the fingerprint of the
 // smallest schedule unchanged or spent says the budget is used up: one
 // pass can make another productive (a plainer event may become droppable).

@@ -135,6 +135,16 @@ func TestZero(t *testing.T) {
 	assert.False(t, Zero(&text))
 }
 
+func TestOne(t *testing.T) {
+	n := 3
+	assert.True(t, One(&n))
+	assert.Equal(t, 1, n)
+	assert.False(t, One(&n))
+	n = 0
+	assert.False(t, One(&n))
+	assert.Equal(t, 0, n, "a count of zero is left alone")
+}
+
 func TestRoundsRepeatsUntilNothingChanges(t *testing.T) {
 	n, rounds := 10, 0
 	Rounds(func() string { return fmt.Sprint(n) }, func() bool { return false }, func() {

@@ -79,13 +79,7 @@ func (sh *shrinker) tryAll(cands []*Schedule) bool {
 var simplifications = []func(*Event) bool{
 	func(e *Event) bool { return ddmin.Zero(&e.Skip) },
 	func(e *Event) bool { return ddmin.Zero(&e.After) },
-	func(e *Event) bool {
-		if e.Count > 1 {
-			e.Count = 1
-			return true
-		}
-		return false
-	},
+	func(e *Event) bool { return ddmin.One(&e.Count) },
 }
 
 // compactRooms is s with only the rooms its messages are said in,
