@@ -14,27 +14,36 @@ import (
 	"github.com/band-once/bandonce"
 )
 
-// APIError is an alias of an internal type, so go doc shows its fields
-// only through the alias's comment: every field must be listed there.
-func TestAPIErrorDocListsEveryField(t *testing.T) {
-	file, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, parser.ParseComments)
-	require.NoError(t, err)
-	var doc string
-	ast.Inspect(file, func(n ast.Node) bool {
-		if decl, ok := n.(*ast.GenDecl); ok && decl.Tok == token.TYPE {
-			for _, spec := range decl.Specs {
-				if spec.(*ast.TypeSpec).Name.Name == "APIError" {
-					doc = decl.Doc.Text()
+// APIError and RetryPolicy are aliases of types declared elsewhere, so go
+// doc shows their fields only through the alias's comment: every field
+// must be named there.
+func TestAliasDocsListEveryField(t *testing.T) {
+	for _, tc := range []struct {
+		file, name string
+		typ        reflect.Type
+	}{
+		{"errors.go", "APIError", reflect.TypeFor[bandonce.APIError]()},
+		{"retry.go", "RetryPolicy", reflect.TypeFor[bandonce.RetryPolicy]()},
+	} {
+		file, err := parser.ParseFile(token.NewFileSet(), tc.file, nil, parser.ParseComments)
+		require.NoError(t, err)
+		var doc string
+		ast.Inspect(file, func(n ast.Node) bool {
+			if decl, ok := n.(*ast.GenDecl); ok && decl.Tok == token.TYPE {
+				for _, spec := range decl.Specs {
+					if spec.(*ast.TypeSpec).Name.Name == tc.name {
+						doc = decl.Doc.Text()
+					}
 				}
 			}
+			return true
+		})
+		require.NotEmpty(t, doc, tc.name)
+		doc = strings.Join(strings.Fields(doc), " ")
+		for i := range tc.typ.NumField() {
+			name := tc.typ.Field(i).Name
+			assert.True(t, strings.Contains(doc, name+" ") || strings.Contains(doc, name+","),
+				"the %s comment lists field %s", tc.name, name)
 		}
-		return true
-	})
-	require.NotEmpty(t, doc)
-	typ := reflect.TypeFor[bandonce.APIError]()
-	for i := range typ.NumField() {
-		name := typ.Field(i).Name
-		assert.True(t, strings.Contains(doc, name+" ") || strings.Contains(doc, name+","),
-			"the APIError comment lists field %s", name)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -242,13 +241,7 @@ func (c Config) String() string { return c.redacted("%+v") }
 func (c Config) GoString() string { return c.redacted("%#v") }
 
 // Format writes GoString for %#v and String for every other verb.
-func (c Config) Format(f fmt.State, verb rune) {
-	if verb == 'v' && f.Flag('#') {
-		_, _ = io.WriteString(f, c.GoString())
-		return
-	}
-	_, _ = io.WriteString(f, c.String())
-}
+func (c Config) Format(f fmt.State, verb rune) { keyguard.Format(f, verb, c) }
 
 // LogValue is String.
 func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
@@ -258,10 +251,8 @@ func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
 type printableConfig Config
 
 func (c Config) redacted(format string) string {
-	if c.APIKey != "" {
-		c.APIKey = keyguard.Redacted
-	}
-	return strings.Replace(fmt.Sprintf(format, printableConfig(c)), "bandonce.printableConfig{", "bandonce.Config{", 1)
+	c.APIKey = keyguard.Redact(c.APIKey)
+	return keyguard.SprintAs(format, printableConfig(c), "bandonce.Config")
 }
 
 // settings is a Config with its defaults applied. Its Config.APIKey is
@@ -302,7 +293,7 @@ func (c Config) withDefaults() (settings, error) {
 	if c.MaxRequestsInFlight < 0 {
 		return settings{}, &ConfigError{Field: "MaxRequestsInFlight", Reason: "must not be negative"}
 	}
-	if err := c.Retry.validate(); err != nil {
+	if err := validateRetry(c.Retry); err != nil {
 		return settings{}, err
 	}
 	seen := make(map[string]bool, len(c.Rooms))
@@ -331,7 +322,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.MaxRequestsInFlight = cmp.Or(c.MaxRequestsInFlight, 32)
 	s.IdleRequestInterval = cmp.Or(c.IdleRequestInterval, 500*time.Millisecond)
 	s.StartTimeout = cmp.Or(c.StartTimeout, DefaultStartTimeout)
-	s.Retry = c.Retry.withDefaults()
+	s.Retry = retryDefaults(c.Retry)
 	if s.Ledger == nil {
 		s.Ledger = NewMemoryLedger()
 	}

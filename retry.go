@@ -3,29 +3,23 @@ package bandonce
 import (
 	"cmp"
 	"time"
+
+	"github.com/band-once/bandonce/band"
 )
 
 // RetryPolicy bounds the retries of transient HTTP failures (transport
-// errors, 429 and 5xx) on reads and marks. Waits are full-jitter
-// exponential: uniform in [0, min(MaxDelay, BaseDelay·2^n)]. The reply POST
-// is never re-sent by this policy: after an ambiguous outcome the shell
-// reads the room again and posts only if the reply is still absent.
-type RetryPolicy struct {
-	// MaxAttempts is how many times one request is tried in all. Zero
-	// means 5.
-	MaxAttempts int
-	// BaseDelay is the first backoff ceiling. Zero means 200 ms.
-	BaseDelay time.Duration
-	// MaxDelay caps every backoff ceiling. Zero means 5 s.
-	MaxDelay time.Duration
-	// MaxRetryAfter caps a server's Retry-After hint. Zero means MaxDelay.
-	MaxRetryAfter time.Duration
-	// Seed seeds the jitter. Zero means a seed drawn at random; set it
-	// for reproducible runs.
-	Seed uint64
-}
+// errors, 429 and 5xx) on reads and marks. It is [band.RetryPolicy], so
+// the shell and its room-tools client retry alike: MaxAttempts tries in
+// all (default 5); full-jitter exponential waits, the n-th uniform in
+// [0, min(MaxDelay, BaseDelay·2^n)], with BaseDelay (default 200 ms) and
+// MaxDelay (default 5 s); a server's Retry-After honoured up to
+// MaxRetryAfter (default MaxDelay); the jitter seeded by Seed (zero draws
+// one at random; set it for reproducible runs). The reply POST is never
+// re-sent by this policy: after an ambiguous outcome the shell reads the
+// room again and posts only if the reply is still absent.
+type RetryPolicy = band.RetryPolicy
 
-func (p RetryPolicy) validate() error {
+func validateRetry(p RetryPolicy) error {
 	switch {
 	case p.MaxAttempts < 0:
 		return &ConfigError{Field: "Retry.MaxAttempts", Reason: "must not be negative"}
@@ -37,7 +31,7 @@ func (p RetryPolicy) validate() error {
 	return nil
 }
 
-func (p RetryPolicy) withDefaults() RetryPolicy {
+func retryDefaults(p RetryPolicy) RetryPolicy {
 	p.MaxAttempts = cmp.Or(p.MaxAttempts, 5)
 	p.BaseDelay = cmp.Or(p.BaseDelay, 200*time.Millisecond)
 	p.MaxDelay = cmp.Or(p.MaxDelay, 5*time.Second)

@@ -77,13 +77,12 @@ func New(cfg Config) (*Shell, error) {
 		Logger:        s.Logger,
 		Observe:       requestObserver(s.Hooks.Request),
 	})
+	toolsRetry := s.Retry // the shell's policy, with a jitter stream of its own
+	toolsRetry.Seed = seed + 3
 	client, err := band.New(band.Config{
 		// The shell's own REST client: the room tools share its request budget.
 		APIKey: s.apiKey.Value(), BaseURL: s.baseURL.String(), HTTPClient: s.HTTPClient, RequestTimeout: s.RequestTimeout,
-		Retry: band.RetryPolicy{
-			MaxAttempts: s.Retry.MaxAttempts, BaseDelay: s.Retry.BaseDelay, MaxDelay: s.Retry.MaxDelay,
-			MaxRetryAfter: s.Retry.MaxRetryAfter, Seed: seed + 3,
-		},
+		Retry:  toolsRetry,
 		Logger: s.Logger, InsecurePlaintext: s.InsecurePlaintext,
 	})
 	if err != nil {

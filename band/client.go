@@ -24,7 +24,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -75,13 +74,7 @@ func (c Config) String() string { return c.redacted("%+v") }
 func (c Config) GoString() string { return c.redacted("%#v") }
 
 // Format writes GoString for %#v and String for every other verb.
-func (c Config) Format(f fmt.State, verb rune) {
-	if verb == 'v' && f.Flag('#') {
-		_, _ = io.WriteString(f, c.GoString())
-		return
-	}
-	_, _ = io.WriteString(f, c.String())
-}
+func (c Config) Format(f fmt.State, verb rune) { keyguard.Format(f, verb, c) }
 
 // LogValue is String.
 func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
@@ -90,14 +83,14 @@ func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
 type printableConfig Config
 
 func (c Config) redacted(format string) string {
-	if c.APIKey != "" {
-		c.APIKey = keyguard.Redacted
-	}
-	return strings.Replace(fmt.Sprintf(format, printableConfig(c)), "band.printableConfig{", "band.Config{", 1)
+	c.APIKey = keyguard.Redact(c.APIKey)
+	return keyguard.SprintAs(format, printableConfig(c), "band.Config")
 }
 
-// RetryPolicy bounds the retries of transient failures with full-jitter
-// exponential backoff, as bandonce.RetryPolicy does for the shell.
+// RetryPolicy bounds the retries of transient failures (transport errors,
+// 429 and 5xx) with full-jitter exponential backoff: the n-th wait is
+// uniform in [0, min(MaxDelay, BaseDelay·2^n)]. bandonce.RetryPolicy is
+// this type, so a Shell and its Client retry alike.
 type RetryPolicy struct {
 	// MaxAttempts is how many times one request is tried in all. Zero
 	// means 5.
@@ -108,7 +101,8 @@ type RetryPolicy struct {
 	MaxDelay time.Duration
 	// MaxRetryAfter caps a server's Retry-After hint. Zero means MaxDelay.
 	MaxRetryAfter time.Duration
-	// Seed seeds the jitter. Zero means a seed drawn at random.
+	// Seed seeds the jitter. Zero means a seed drawn at random; set it
+	// for reproducible runs.
 	Seed uint64
 }
 

@@ -24,9 +24,9 @@ func (t *truth) interruptsConsume(v *judgement) {
 			if st == nil {
 				continue
 			}
-			v.check(InterruptConsumes)
+			v.Check(InterruptConsumes)
 			if why := t.leftForReplay(room, st, a); why != "" {
-				v.fail(InterruptConsumes, "%s's turn was interrupted, and the same life then %s: an interrupted message must be consumed, not left for replay",
+				v.Fail(InterruptConsumes, "%s's turn was interrupted, and the same life then %s: an interrupted message must be consumed, not left for replay",
 					t.labelOf(st.MessageID), why)
 			}
 		}
@@ -131,7 +131,7 @@ func (t *truth) superseded(v *judgement) {
 		if heard, _ := l.supersedeHeard(); !heard {
 			continue
 		}
-		v.check(SupersedeStops)
+		v.Check(SupersedeStops)
 		if ep := l.workAfterSupersede(); ep != "" {
 			what := "posted a message"
 			switch ep {
@@ -140,12 +140,12 @@ func (t *truth) superseded(v *judgement) {
 			case fakeband.EndpointSocket:
 				what = "opened a socket again"
 			}
-			v.fail(SupersedeStops, "the agent kept working after it was superseded: it %s after the supersede reached it (life %d)", what, l.n)
+			v.Fail(SupersedeStops, "the agent kept working after it was superseded: it %s after the supersede reached it (life %d)", what, l.n)
 			continue
 		}
 		for _, h := range t.starts {
 			if h.Life == l.n && h.Tick > l.supersedeTick() {
-				v.fail(SupersedeStops, "the agent kept working after it was superseded: it started a handler on %s after the supersede reached it (life %d)", t.labelOf(h.MessageID), l.n)
+				v.Fail(SupersedeStops, "the agent kept working after it was superseded: it started a handler on %s after the supersede reached it (life %d)", t.labelOf(h.MessageID), l.n)
 				break
 			}
 		}

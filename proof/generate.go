@@ -2,11 +2,11 @@ package proof
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/seedrand"
 )
 
 // GenOptions shape random schedules. The zero value is the prover's
@@ -55,22 +55,12 @@ func (g GenOptions) withDefaults() GenOptions {
 	return g
 }
 
-// splitmix64 spreads nearby seeds (master+i) over the whole space.
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
 // Random draws the schedule for seed. The same seed and options always
 // give the same schedule.
 func Random(seed int64, g GenOptions) *Schedule {
 	g = g.withDefaults()
-	mix := splitmix64(uint64(seed))
-	r := rand.New(rand.NewPCG(mix, splitmix64(mix)))
-	between := func(lo, hi int) int { return lo + r.IntN(hi-lo+1) }
-	s := &Schedule{Seed: seed, Name: fmt.Sprintf("random seed %d", seed), Rooms: between(g.MinRooms, g.MaxRooms)}
+	r := seedrand.New(uint64(seed))
+	s := &Schedule{Seed: seed, Name: fmt.Sprintf("random seed %d", seed), Rooms: r.Between(g.MinRooms, g.MaxRooms)}
 	s.Durable = g.DurableShare > 0 && r.Float64() < g.DurableShare
 
 	// Now and then the agent joins a room (never the first) during the
@@ -90,7 +80,7 @@ func Random(seed int64, g GenOptions) *Schedule {
 	var says []Event
 	total := 0
 	for room := range s.Rooms {
-		n := between(g.MinMessages, g.MaxMessages)
+		n := r.Between(g.MinMessages, g.MaxMessages)
 		total += n
 		for i := range n {
 			spec := drawSpec(r, g)
@@ -107,9 +97,9 @@ func Random(seed int64, g GenOptions) *Schedule {
 	span := 3 + s.Rooms + 4*total
 	for i := range says {
 		if late := joinAt[says[i].Room]; late > 0 {
-			says[i].At = between(late, max(span, late))
+			says[i].At = r.Between(late, max(span, late))
 		} else if r.IntN(4) == 0 {
-			says[i].At = between(1, span)
+			says[i].At = r.Between(1, span)
 		}
 	}
 	quoteMarkers(r, says)
@@ -122,7 +112,7 @@ func Random(seed int64, g GenOptions) *Schedule {
 	return s
 }
 
-func drawSpec(r *rand.Rand, g GenOptions) MessageSpec {
+func drawSpec(r seedrand.Rand, g GenOptions) MessageSpec {
 	spec := MessageSpec{Outcome: Reply}
 	if !g.RepliesOnly {
 		switch x := r.IntN(100); {
@@ -154,7 +144,7 @@ var faultEndpoints = []fakeband.Endpoint{
 
 // drawFault draws one fault or control action (a stop comes with its
 // play).
-func drawFault(r *rand.Rand, rooms, span int, g GenOptions) []Event {
+func drawFault(r seedrand.Rand, rooms, span int, g GenOptions) []Event {
 	at := 1 + r.IntN(span)
 	ev := Event{At: at}
 	if r.IntN(5) < 2 {
@@ -259,7 +249,7 @@ func drawFault(r *rand.Rand, rooms, span int, g GenOptions) []Event {
 // or three of them say the same plain line ("ok"), as real rooms do. A
 // key derived from the text, or a guard matching on it, confuses them.
 // (Messages said at one instant also share their inserted_at.)
-func lookAlikes(r *rand.Rand, says []Event) {
+func lookAlikes(r seedrand.Rand, says []Event) {
 	byRoom := map[int][]int{}
 	for i, e := range says {
 		byRoom[e.Room] = append(byRoom[e.Room], i)
@@ -282,7 +272,7 @@ func lookAlikes(r *rand.Rand, says []Event) {
 // message, the dedup marker of an earlier message of the room: a guard
 // that takes a marker from any sender for the agent's reply loses that
 // message's answer.
-func quoteMarkers(r *rand.Rand, says []Event) {
+func quoteMarkers(r seedrand.Rand, says []Event) {
 	byRoom := map[int][]int{}
 	for i, e := range says {
 		byRoom[e.Room] = append(byRoom[e.Room], i)

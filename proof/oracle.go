@@ -1,9 +1,8 @@
 package proof
 
 import (
-	"fmt"
-
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/oracle"
 )
 
 // Invariant names one property the oracle checks.
@@ -61,36 +60,18 @@ func (v *Violation) Error() string { return string(v.Invariant) + ": " + v.Reaso
 
 // judgement collects check counts and keeps the first violation in judging
 // order.
-type judgement struct {
-	checks, violated map[Invariant]int
-	found            map[Invariant]*Violation
-	doublePosts      int // replies beyond the first, per key
-	lost             int // messages left pending or without their due reply
-	interrupted      int // messages an interrupt consumed before their due reply
-}
+type judgement = oracle.Judgement[Invariant, *Violation]
 
-func (v *judgement) check(inv Invariant) { v.checks[inv]++ }
-
-func (v *judgement) fail(inv Invariant, format string, args ...any) {
-	v.violated[inv]++
-	if v.found[inv] == nil {
-		v.found[inv] = &Violation{Invariant: inv, Reason: fmt.Sprintf(format, args...)}
-	}
-}
-
-func (v *judgement) first() *Violation {
-	for _, inv := range Invariants {
-		if f := v.found[inv]; f != nil {
-			return f
-		}
-	}
-	return nil
+func newJudgement() *judgement {
+	return oracle.NewJudgement(func(inv Invariant, reason string) *Violation {
+		return &Violation{Invariant: inv, Reason: reason}
+	})
 }
 
 // judge runs every invariant over the ground truth.
 func (s *sim) judge() Result {
 	t := s.gather()
-	v := &judgement{checks: map[Invariant]int{}, violated: map[Invariant]int{}, found: map[Invariant]*Violation{}}
+	v := newJudgement()
 	t.doublePosts(v)
 	t.pending(v)
 	t.outcomes(v)
@@ -98,14 +79,14 @@ func (s *sim) judge() Result {
 	t.interruptsConsume(v)
 	t.stops(v)
 	t.superseded(v)
-	v.check(AgentLifecycle)
-	v.check(Quiet)
+	v.Check(AgentLifecycle)
+	v.Check(Quiet)
 	if s.failure != nil {
-		v.fail(s.failure.Invariant, "%s", s.failure.Reason)
+		v.Fail(s.failure.Invariant, "%s", s.failure.Reason)
 	}
 	res := Result{
-		Schedule: s.sched, Violation: v.first(), Found: v.found, Checks: v.checks, Violations: v.violated, Faults: s.firedFaults(),
-		DoublePosts: v.doublePosts, Lost: v.lost, Interrupted: v.interrupted,
+		Schedule: s.sched, Violation: v.First(Invariants), Found: v.Found, Checks: v.Checks, Violations: v.Violated, Faults: s.firedFaults(),
+		DoublePosts: v.DoublePosts, Lost: v.Lost, Interrupted: v.Interrupted,
 		Messages: len(s.messages), Lives: s.lives, Released: s.released, QuietAt: s.quietAt,
 		Signals: s.signals(), Said: s.said(), Posts: t.posts,
 	}
@@ -118,7 +99,7 @@ func (s *sim) judge() Result {
 	if s.busy {
 		// A busy loop cut the run short: what it left pending says
 		// nothing more.
-		res.Violation = v.found[s.failure.Invariant]
+		res.Violation = v.Found[s.failure.Invariant]
 	}
 	for _, ps := range t.posts {
 		res.Replies += len(ps)
@@ -145,10 +126,10 @@ func (s *sim) judge() Result {
 func (t *truth) doublePosts(v *judgement) {
 	for room, keys := range t.byKey {
 		for key, posts := range keys {
-			v.check(NoDoublePost)
+			v.Check(NoDoublePost)
 			if key != "" && len(posts) > 1 {
-				v.doublePosts += len(posts) - 1
-				v.fail(NoDoublePost, "room %d got %d replies with key %q (%s)", room+1, len(posts), key, t.label(room, key))
+				v.DoublePosts += len(posts) - 1
+				v.Fail(NoDoublePost, "room %d got %d replies with key %q (%s)", room+1, len(posts), key, t.label(room, key))
 			}
 		}
 	}
@@ -156,22 +137,20 @@ func (t *truth) doublePosts(v *judgement) {
 
 func (t *truth) pending(v *judgement) {
 	for _, m := range t.s.messages {
-		v.check(NonePending)
+		v.Check(NonePending)
 		if st := t.s.band.Status(t.s.agent.ID, m.ID); st != fakeband.StatusProcessed {
-			v.lost++
-			v.fail(NonePending, "%s was left %q", m.Spec.Label, st)
+			v.Lost++
+			v.Fail(NonePending, "%s was left %q", m.Spec.Label, st)
 		}
 	}
 }
-
-// processedSeq is the seq of the message's processed mark, or 0.
 
 func (t *truth) outcomes(v *judgement) {
 	for room, keys := range t.byKey {
 		for key, posts := range keys {
 			if t.repliers[room][key] == 0 && len(t.messagesWithKey(room, key)) == 0 && !t.turnEffect(key) {
-				v.check(OneOutcome)
-				v.fail(OneOutcome, "room %d got a post that answers no message (key %q): %.60q", room+1, key, posts[0].Content)
+				v.Check(OneOutcome)
+				v.Fail(OneOutcome, "room %d got a post that answers no message (key %q): %.60q", room+1, key, posts[0].Content)
 			}
 		}
 	}
@@ -180,36 +159,36 @@ func (t *truth) outcomes(v *judgement) {
 		if done == 0 {
 			continue // none-pending has it
 		}
-		v.check(OneOutcome)
+		v.Check(OneOutcome)
 		key := t.keyOf[m.ID]
 		posts := t.byKey[m.Room][key]
 		excused := t.interruptedIn(m.Room, t.windowStart(m, done), done)
 		switch {
 		case m.Spec.Outcome.repliesEventually() && m.Spec.Fails < t.s.opts.MaxAttempts:
-			v.check(AbortsUncharged)
+			v.Check(AbortsUncharged)
 			switch {
 			case len(posts) > 0 && posts[0].Seq < done:
 			case excused:
-				v.interrupted++
+				v.Interrupted++
 			case len(posts) > 0:
-				v.fail(OneOutcome, "%s was marked processed before its reply was posted", m.Spec.Label)
+				v.Fail(OneOutcome, "%s was marked processed before its reply was posted", m.Spec.Label)
 			case t.s.opts.RepliesOptional && (m.Spec.Fails == 0 || !t.failedBefore(m.ID, done)):
 				// The agent may consume a message without answering it.
 			case t.failedBefore(m.ID, done):
-				v.lost++
-				v.fail(AbortsUncharged, "%s was dead-lettered though drawn to succeed after %d failure(s)", m.Spec.Label, m.Spec.Fails)
+				v.Lost++
+				v.Fail(AbortsUncharged, "%s was dead-lettered though drawn to succeed after %d failure(s)", m.Spec.Label, m.Spec.Fails)
 			default:
-				v.lost++
-				v.fail(OneOutcome, "%s was processed without its reply (lost)", m.Spec.Label)
+				v.Lost++
+				v.Fail(OneOutcome, "%s was processed without its reply (lost)", m.Spec.Label)
 			}
 		case m.Spec.Outcome.deadLetters():
 			if !excused && !t.failedBefore(m.ID, done) {
-				v.fail(OneOutcome, "%s was consumed without its failure recorded", m.Spec.Label)
+				v.Fail(OneOutcome, "%s was consumed without its failure recorded", m.Spec.Label)
 			}
 			fallthrough
 		default:
 			if len(posts) > 0 && t.repliers[m.Room][key] == 0 {
-				v.fail(OneOutcome, "%s got a reply though none was due", m.Spec.Label)
+				v.Fail(OneOutcome, "%s got a reply though none was due", m.Spec.Label)
 			}
 		}
 	}
@@ -229,7 +208,7 @@ func (t *truth) interrupts(v *judgement) {
 			if c.Room >= 0 && c.Room != room {
 				continue
 			}
-			v.check(InterruptSilence)
+			v.Check(InterruptSilence)
 			m := t.openAt(room, c.Seq)
 			if m == nil {
 				continue
@@ -242,7 +221,7 @@ func (t *truth) interrupts(v *judgement) {
 				if sr := t.sendOf(room, p, key); sr != nil && sr.Parked < c.Seq {
 					continue // it had left the agent before the signal
 				}
-				v.fail(InterruptSilence, "%s's reply was sent after the interrupt reached the agent", m.Spec.Label)
+				v.Fail(InterruptSilence, "%s's reply was sent after the interrupt reached the agent", m.Spec.Label)
 			}
 		}
 	}
@@ -253,7 +232,7 @@ func (t *truth) stops(v *judgement) {
 		if c.Kind != Stop || !c.Delivered {
 			continue
 		}
-		v.check(StopSilence)
+		v.Check(StopSilence)
 		play := int(^uint(0) >> 1)
 		for _, p := range t.s.controls[i+1:] {
 			if p.Kind == Play && p.Room == c.Room {
@@ -264,7 +243,7 @@ func (t *truth) stops(v *judgement) {
 		roomID := t.s.rooms[c.Room].ID
 		for _, st := range t.starts {
 			if st.Room == roomID && st.Seq >= c.Seq && st.Seq < play {
-				v.fail(StopSilence, "a handler started on %s in room %d after its stop reached the agent, before play", t.labelOf(st.MessageID), c.Room+1)
+				v.Fail(StopSilence, "a handler started on %s in room %d after its stop reached the agent, before play", t.labelOf(st.MessageID), c.Room+1)
 			}
 		}
 	}

@@ -1,15 +1,14 @@
 package proof
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/band-once/bandonce/internal/receipt"
 )
 
 // Report is the prover's receipt: what ran, what fired, what was checked,
@@ -99,31 +98,15 @@ type Failure struct {
 }
 
 func newReport(cfg RunConfig) *Report {
-	r := &Report{MasterSeed: cfg.Seed, MasterSeeds: []int64{cfg.Seed}, GoVersion: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, Ledger: cfg.Ledger}
+	build := receipt.ReadBuild()
+	r := &Report{MasterSeed: cfg.Seed, MasterSeeds: []int64{cfg.Seed}, GoVersion: build.GoVersion, Ledger: cfg.Ledger}
 	if !cfg.Exhaustive {
 		r.MasterSeeds, r.SchedulesPerSeed = cfg.masterSeeds(), cfg.Schedules
 		r.MasterSeed = r.MasterSeeds[0]
 	}
-	r.Module, r.ModuleVersion, r.Revision = "github.com/band-once/bandonce", "unknown", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Path != "" {
-			r.Module = bi.Main.Path
-		}
-		if bi.Main.Version != "" {
-			r.ModuleVersion = bi.Main.Version
-		}
-		modified := false
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				r.Revision = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-		if modified {
-			r.Revision += " (modified)"
-		}
+	r.Module, r.ModuleVersion, r.Revision = build.Module, build.Version, build.Revision
+	if build.Modified {
+		r.Revision += " (modified)"
 	}
 	if r.Revision == "unknown" && cfg.Revision != "" {
 		r.Revision = cfg.Revision + " (read from .git: the binary has no VCS stamp)"
@@ -248,9 +231,9 @@ func IsTimingLine(line string) bool {
 
 // WriteText writes the receipt as text.
 func (r *Report) WriteText(w io.Writer) error {
-	var b strings.Builder
-	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-21s%s\n", k, fmt.Sprintf(format, args...)) }
-	b.WriteString("band-once kill-storm prover: receipt\n")
+	var t receipt.Text
+	row := t.Row
+	t.Line("band-once kill-storm prover: receipt")
 	if len(r.MasterSeeds) > 1 {
 		seeds := make([]string, len(r.MasterSeeds))
 		for i, s := range r.MasterSeeds {
@@ -268,18 +251,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	row("module", "%s %s, revision %s", r.Module, r.ModuleVersion, r.Revision)
 	row("ledger", "%s", r.Ledger)
 	row("", "%d of %d schedules kept a durable ledger across kills", r.Durable, r.Schedules)
-	b.WriteString("faults triggered     (fired, not merely drawn)\n")
-	names := make([]string, 0, len(r.Faults))
-	for k := range r.Faults {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		fmt.Fprintf(&b, "  %-27s%8d\n", k, r.Faults[k])
-	}
-	fmt.Fprintf(&b, "invariants %26s %9s\n", "checked", "violated")
+	t.Faults(r.Faults)
+	t.RulesHeader("invariants")
 	for _, c := range r.Invariants {
-		fmt.Fprintf(&b, "  %-27s%8d %9d\n", c.Name, c.Checked, c.Violated)
+		t.Rule(string(c.Name), c.Checked, c.Violated)
 	}
 	row("totals", "%d messages, %d replies, %d HTTP requests, %d agent lives", r.Messages, r.Replies, r.Requests, r.Lives)
 	row("interrupted", "%d messages consumed unanswered by an interrupt that reached their turn", r.Interrupted)
@@ -305,14 +280,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	row("wall time", "%.2fs", r.WallSeconds)
 	row("throughput", "%.0f schedules/s, %.0f requests/s", r.SchedulesPerS, r.RequestsPerS)
 	row("replay", "%s", r.Replay)
-	b.WriteString(r.FinalLine() + "\n")
-	_, err := io.WriteString(w, b.String())
+	t.Line(r.FinalLine())
+	_, err := t.WriteTo(w)
 	return err
 }
 
 // WriteJSON writes the receipt as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *Report) WriteJSON(w io.Writer) error { return receipt.WriteJSON(w, r) }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/oracle"
 )
 
 // classify names a request's endpoint and room from its path, without
@@ -79,7 +80,7 @@ func replyKey(req *http.Request) (string, error) {
 	if json.Unmarshal(data, &body) != nil {
 		return "", nil
 	}
-	key, _ := markerKey(body.Message.Content)
+	key, _ := oracle.MarkerKey(body.Message.Content)
 	return key, nil
 }
 
@@ -103,23 +104,6 @@ func plainMarker(data []byte) (string, bool) {
 		return "", false
 	}
 	return key, true
-}
-
-// markerKey reads the dedup marker on the last line of a reply. The
-// oracle has its own reader rather than the shell's, so a bug there cannot
-// hide itself.
-func markerKey(content string) (string, bool) {
-	content = strings.TrimRight(content, " \t\r\n")
-	last := content
-	if i := strings.LastIndexByte(content, '\n'); i >= 0 {
-		last = content[i+1:]
-	}
-	last = strings.TrimSpace(last)
-	const prefix, suffix = "[dedup_key:", "]"
-	if !strings.HasPrefix(last, prefix) || !strings.HasSuffix(last, suffix) || len(last) <= len(prefix)+len(suffix) {
-		return "", false
-	}
-	return last[len(prefix) : len(last)-len(suffix)], true
 }
 
 // socketConn counts what the agent reads from one socket connection, and

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/oracle"
 	"github.com/band-once/bandonce/internal/phoenix"
 )
 
@@ -356,7 +357,7 @@ func (c *restClient) hasKey(ctx context.Context, room, self, key string, onePage
 			return false, err
 		}
 		for _, m := range out.Data {
-			if k, ok := markerKey(m.Content); ok && k == key && m.SenderID == self {
+			if k, ok := oracle.MarkerKey(m.Content); ok && k == key && m.SenderID == self {
 				return true, nil
 			}
 		}

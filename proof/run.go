@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/band-once/bandonce/internal/receipt"
 )
 
 // RunConfig is one run of the prover.
@@ -133,15 +135,9 @@ func (a *aggregate) add(i int, r Result, verbose bool) {
 
 func (a *aggregate) merge(b *aggregate) {
 	a.schedules += b.schedules
-	for k, v := range b.checks {
-		a.checks[k] += v
-	}
-	for k, v := range b.violations {
-		a.violations[k] += v
-	}
-	for k, v := range b.faults {
-		a.faults[k] += v
-	}
+	receipt.AddCounts(a.checks, b.checks)
+	receipt.AddCounts(a.violations, b.violations)
+	receipt.AddCounts(a.faults, b.faults)
 	a.messages += b.messages
 	a.replies += b.replies
 	a.requests += b.requests

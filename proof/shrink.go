@@ -3,6 +3,8 @@ package proof
 import (
 	"fmt"
 	"testing"
+
+	"github.com/band-once/bandonce/internal/ddmin"
 )
 
 // Shrink delta-debugs a violating schedule: it drops events, and then
@@ -23,11 +25,10 @@ func Shrink(t *testing.T, s *Schedule, opts Options, inv Invariant, budget int) 
 	}
 	// The passes repeat until a round changes nothing: simplifying an
 	// event can make another one droppable.
-	for {
-		before := sh.fingerprint()
-		sh.ddmin()
+	ddmin.Rounds(sh.fingerprint, sh.Spent, func() {
+		ddmin.DropChunks(sh)
 		sh.dropRealigned()
-		sh.simplify()
+		ddmin.Simplify(sh, simplifications, false)
 		if sh.best.Durable {
 			c := sh.best.clone()
 			c.Durable = false
@@ -36,13 +37,12 @@ func Shrink(t *testing.T, s *Schedule, opts Options, inv Invariant, budget int) 
 		if c := compactRooms(sh.best); c != nil {
 			sh.try(c)
 		}
-		if sh.fingerprint() == before || sh.spent() {
-			break
-		}
-	}
+	})
 	return sh.best, sh.res
 }
 
+// shrinker is a ddmin.Search over a schedule's events; the engine is
+// deterministic, so it tries one candidate at a time.
 type shrinker struct {
 	t      *testing.T
 	opts   Options
@@ -53,11 +53,26 @@ type shrinker struct {
 	res    Result
 }
 
-func (sh *shrinker) spent() bool { return sh.trials >= sh.budget }
+func (sh *shrinker) Spent() bool { return sh.trials >= sh.budget }
+
+func (sh *shrinker) Events() []Event { return sh.best.Events }
+
+// TryAll tries the best schedule with each list of events in turn, and
+// stops at the first that still fails.
+func (sh *shrinker) TryAll(events [][]Event) bool {
+	for _, e := range events {
+		c := sh.best.clone()
+		c.Events = e
+		if sh.try(c) {
+			return true
+		}
+	}
+	return false
+}
 
 // try runs c and keeps it if the same invariant still fails.
 func (sh *shrinker) try(c *Schedule) bool {
-	if sh.spent() {
+	if sh.Spent() {
 		return false
 	}
 	sh.trials++
@@ -73,31 +88,6 @@ func (sh *shrinker) fingerprint() string {
 	return fmt.Sprint(sh.best.Rooms, sh.best.Durable, sh.best.Events)
 }
 
-// ddmin drops chunks of events, halving the chunk size whenever no chunk
-// can go, down to single events.
-func (sh *shrinker) ddmin() {
-	n := 2
-	for len(sh.best.Events) > 0 && !sh.spent() {
-		events := sh.best.Events
-		size := (len(events) + n - 1) / n
-		dropped := false
-		for start := 0; start < len(events) && !dropped; start += size {
-			c := sh.best.clone()
-			c.Events = append(append([]Event(nil), events[:start]...), events[min(start+size, len(events)):]...)
-			if sh.try(c) {
-				dropped = true
-				n = max(n-1, 2)
-			}
-		}
-		if !dropped {
-			if size == 1 {
-				return
-			}
-			n = min(n*2, len(events))
-		}
-	}
-}
-
 // maxShift bounds how far later events move when one is dropped: about
 // the requests one message costs, twice over.
 const maxShift = 8
@@ -106,9 +96,9 @@ const maxShift = 8
 // dropping an event shifts the request indices of everything after it,
 // which can make a kill miss the request it needed.
 func (sh *shrinker) dropRealigned() {
-	for dropped := true; dropped && !sh.spent(); {
+	for dropped := true; dropped && !sh.Spent(); {
 		dropped = false
-		for i := len(sh.best.Events) - 1; i >= 0 && !dropped && !sh.spent(); i-- {
+		for i := len(sh.best.Events) - 1; i >= 0 && !dropped && !sh.Spent(); i-- {
 			for shift := 1; shift <= maxShift && !dropped; shift++ {
 				dropped = sh.try(dropShifted(sh.best, i, shift))
 			}
@@ -129,23 +119,11 @@ func dropShifted(s *Schedule, i, shift int) *Schedule {
 	return c
 }
 
-// simplify makes each remaining event plainer, one field at a time.
-func (sh *shrinker) simplify() {
-	for i := 0; i < len(sh.best.Events) && !sh.spent(); i++ {
-		for _, plainer := range simplifications {
-			c := sh.best.clone()
-			if plainer(&c.Events[i]) {
-				sh.try(c)
-			}
-		}
-	}
-}
-
 // simplifications each make one field of an event plainer; false when
 // there was nothing to simplify.
 var simplifications = []func(*Event) bool{
-	func(e *Event) bool { return zero(&e.Spec.Slow) },
-	func(e *Event) bool { return zero(&e.Spec.Fails) },
+	func(e *Event) bool { return ddmin.Zero(&e.Spec.Slow) },
+	func(e *Event) bool { return ddmin.Zero(&e.Spec.Fails) },
 	func(e *Event) bool {
 		if e.Spec.Outcome == PanicThenReply {
 			e.Spec.Outcome = Reply
@@ -153,10 +131,10 @@ var simplifications = []func(*Event) bool{
 		}
 		return false
 	},
-	func(e *Event) bool { return zero(&e.Spec.Key) },
-	func(e *Event) bool { return zero(&e.Spec.Text) },
-	func(e *Event) bool { return zero(&e.Spec.Quotes) },
-	func(e *Event) bool { return zero(&e.After) },
+	func(e *Event) bool { return ddmin.Zero(&e.Spec.Key) },
+	func(e *Event) bool { return ddmin.Zero(&e.Spec.Text) },
+	func(e *Event) bool { return ddmin.Zero(&e.Spec.Quotes) },
+	func(e *Event) bool { return ddmin.Zero(&e.After) },
 	func(e *Event) bool {
 		if e.Kind == PushFault || e.Push == PushNormal {
 			return false
@@ -164,22 +142,7 @@ var simplifications = []func(*Event) bool{
 		e.Push, e.Delay = PushNormal, 0
 		return true
 	},
-	func(e *Event) bool {
-		if e.Count > 1 {
-			e.Count = 1
-			return true
-		}
-		return false
-	},
-}
-
-func zero[T comparable](p *T) bool {
-	var z T
-	if *p == z {
-		return false
-	}
-	*p = z
-	return true
+	func(e *Event) bool { return ddmin.One(&e.Count) },
 }
 
 // compactRooms is s with only the rooms its events name, renumbered in
@@ -191,14 +154,7 @@ func compactRooms(s *Schedule) *Schedule {
 			used[e.Room] = true
 		}
 	}
-	index := make([]int, s.Rooms)
-	n := 0
-	for r, u := range used {
-		index[r] = n
-		if u {
-			n++
-		}
-	}
+	index, n := ddmin.RoomIndex(used)
 	if n == s.Rooms || n == 0 {
 		return nil
 	}
@@ -209,20 +165,11 @@ func compactRooms(s *Schedule) *Schedule {
 			c.Events[i].Room = index[r]
 		}
 		if c.Events[i].Kind == Say {
-			c.Events[i].Spec.Label = relabel(c.Events[i].Spec.Label, c.Events[i].Room)
+			c.Events[i].Spec.Label = ddmin.Relabel(c.Events[i].Spec.Label, c.Events[i].Room)
 			if c.Events[i].Spec.Quotes != "" {
-				c.Events[i].Spec.Quotes = relabel(c.Events[i].Spec.Quotes, c.Events[i].Room)
+				c.Events[i].Spec.Quotes = ddmin.Relabel(c.Events[i].Spec.Quotes, c.Events[i].Room)
 			}
 		}
 	}
 	return c
-}
-
-// relabel renames "rXmY" to the room's new number.
-func relabel(label string, room int) string {
-	var r, m int
-	if _, err := fmt.Sscanf(label, "r%dm%d", &r, &m); err != nil {
-		return label
-	}
-	return fmt.Sprintf("r%dm%d", room+1, m)
 }

@@ -1,6 +1,9 @@
 package proof
 
-import "github.com/band-once/bandonce/fakeband"
+import (
+	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/oracle"
+)
 
 // truth is the ground truth the oracle reads, gathered once.
 type truth struct {
@@ -30,7 +33,7 @@ func (s *sim) gather() *truth {
 				continue
 			}
 			t.posts[i] = append(t.posts[i], p)
-			key, _ := markerKey(p.Content)
+			key, _ := oracle.MarkerKey(p.Content)
 			t.byKey[i][key] = append(t.byKey[i][key], p)
 		}
 	}
@@ -62,14 +65,8 @@ func (t *truth) label(room int, key string) string {
 	return "no message"
 }
 
-func (t *truth) processedSeq(id string) int {
-	for _, mk := range t.marks[id] {
-		if mk.Kind == fakeband.StatusProcessed {
-			return mk.Seq
-		}
-	}
-	return 0
-}
+// processedSeq is the seq of the message's processed mark, or 0.
+func (t *truth) processedSeq(id string) int { return oracle.ProcessedSeq(t.marks[id]) }
 
 func (t *truth) failedBefore(id string, seq int) bool {
 	for _, mk := range t.marks[id] {
@@ -125,17 +122,7 @@ func (t *truth) messagesWithKey(room int, key string) []*sentMessage {
 // openAt returns the room's message whose attempt was open at seq.
 func (t *truth) openAt(room, seq int) *sentMessage {
 	for _, m := range t.s.messages {
-		if m.Room != room {
-			continue
-		}
-		open := false
-		for _, mk := range t.marks[m.ID] {
-			if mk.Seq > seq {
-				break
-			}
-			open = mk.Kind == fakeband.StatusProcessing
-		}
-		if open {
+		if m.Room == room && oracle.OpenAt(t.marks[m.ID], seq) {
 			return m
 		}
 	}
@@ -146,10 +133,8 @@ func (t *truth) openAt(room, seq int) *sentMessage {
 // in (from, to): a new cycle that may post the key again.
 func (t *truth) claimedBetween(room int, key string, from, to int) bool {
 	for _, m := range t.messagesWithKey(room, key) {
-		for _, mk := range t.marks[m.ID] {
-			if mk.Kind == fakeband.StatusProcessing && mk.Seq > from && mk.Seq < to {
-				return true
-			}
+		if oracle.ClaimedBetween(t.marks[m.ID], from, to) {
+			return true
 		}
 	}
 	return false

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/oracle"
 )
 
 // broken is one deliberately broken agent of the catalogue, with the
@@ -87,7 +88,7 @@ var catalogue = []broken{
 			return nil, err
 		}
 		for _, it := range items {
-			if k, ok := markerKey(it.Content); ok && k == bandonce.DefaultKey(m.ID) {
+			if k, ok := oracle.MarkerKey(it.Content); ok && k == bandonce.DefaultKey(m.ID) {
 				return nil, nil
 			}
 		}

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"iter"
 	"sort"
 	"strings"
 
@@ -117,15 +118,8 @@ func contains(list []string, s string) bool {
 // not cancelled: it ran on a context the signal does not end, or the
 // agent looked at the signal only between steps.
 func effectAfterSignal(_ *config, res proof.Result, o *observation) *verdict {
-	calls, _ := o.world.snapshot()
-	for _, c := range calls {
+	for c, end := range o.performedInTurns() {
 		t := c.turn
-		if c.outcome != outcomePerformed || t == nil {
-			continue
-		}
-		o.mu.Lock()
-		end := t.end
-		o.mu.Unlock()
 		for _, s := range res.Signals {
 			if !s.Reached || s.Life != t.life || (s.RoomID != "" && s.RoomID != t.room) {
 				continue
@@ -143,6 +137,25 @@ func effectAfterSignal(_ *config, res proof.Result, o *observation) *verdict {
 	return nil
 }
 
+// performedInTurns yields each effect call performed within a turn, with
+// the tick its turn ended at (0 while it is open).
+func (o *observation) performedInTurns() iter.Seq2[effectCall, int64] {
+	return func(yield func(effectCall, int64) bool) {
+		calls, _ := o.world.snapshot()
+		for _, c := range calls {
+			if c.outcome != outcomePerformed || c.turn == nil {
+				continue
+			}
+			o.mu.Lock()
+			end := c.turn.end
+			o.mu.Unlock()
+			if !yield(c, end) {
+				return
+			}
+		}
+	}
+}
+
 func signalWhere(k proof.EventKind) string {
 	switch k {
 	case proof.Interrupt:
@@ -158,15 +171,8 @@ func signalWhere(k proof.EventKind) string {
 // outlives its turn escapes interrupts, stops and crashes, and may land
 // after the reply says it is done.
 func effectOutlived(_ *config, _ proof.Result, o *observation) *verdict {
-	calls, _ := o.world.snapshot()
-	for _, c := range calls {
+	for c, end := range o.performedInTurns() {
 		t := c.turn
-		if c.outcome != outcomePerformed || t == nil {
-			continue
-		}
-		o.mu.Lock()
-		end := t.end
-		o.mu.Unlock()
 		if end != 0 && c.end > end {
 			over := "its handler had returned"
 			if !t.handler {

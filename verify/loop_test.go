@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/oracle"
 	"github.com/band-once/bandonce/internal/wire"
 	"github.com/band-once/bandonce/proof"
 )
@@ -226,7 +227,7 @@ func (l *loop) guard(ctx context.Context, room, key string) (bool, error) {
 				}
 				continue
 			}
-			if k, ok := markerKey(it.Content); ok && (it.SenderID == l.me || l.fl.anySenderGuard) && k == key {
+			if k, ok := oracle.MarkerKey(it.Content); ok && (it.SenderID == l.me || l.fl.anySenderGuard) && k == key {
 				return true, nil
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/oracle"
 	"github.com/band-once/bandonce/proof"
 )
 
@@ -334,17 +335,5 @@ func replyKey(req *http.Request) (string, bool) {
 	if json.Unmarshal(data, &body) != nil {
 		return "", false
 	}
-	return markerKey(body.Message.Content)
-}
-
-// markerKey reads the [dedup_key:KEY] marker on the last line of content.
-func markerKey(content string) (string, bool) {
-	content = strings.TrimRight(content, " \t\r\n")
-	last := content[strings.LastIndexByte(content, '\n')+1:]
-	last = strings.TrimSpace(last)
-	const prefix, suffix = "[dedup_key:", "]"
-	if !strings.HasPrefix(last, prefix) || !strings.HasSuffix(last, suffix) || len(last) <= len(prefix)+len(suffix) {
-		return "", false
-	}
-	return last[len(prefix) : len(last)-len(suffix)], true
+	return oracle.MarkerKey(body.Message.Content)
 }

@@ -2,12 +2,12 @@ package verify
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"time"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/seedrand"
 	"github.com/band-once/bandonce/proof"
 )
 
@@ -79,7 +79,7 @@ var (
 
 // builder draws one schedule of a check from its seed.
 type builder struct {
-	r          *rand.Rand
+	r          seedrand.Rand
 	seed       int64
 	run        *runner
 	notes      map[string]bool
@@ -87,25 +87,7 @@ type builder struct {
 }
 
 func newBuilder(seed int64, check string, run *runner) *builder {
-	h := uint64(1469598103934665603)
-	for _, c := range check {
-		h = (h ^ uint64(c)) * 1099511628211
-	}
-	mix := splitmix64(h ^ uint64(seed))
-	return &builder{r: rand.New(rand.NewPCG(mix, splitmix64(mix))), seed: seed, run: run, notes: map[string]bool{}}
-}
-
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
-func (b *builder) between(lo, hi int) int { return lo + b.r.IntN(hi-lo+1) }
-
-func (b *builder) duration(lo, hi time.Duration) time.Duration {
-	return lo + time.Duration(b.r.Int64N(int64(hi-lo)+1))
+	return &builder{r: seedrand.Named(seed, check), seed: seed, run: run, notes: map[string]bool{}}
 }
 
 func (b *builder) note(s string) { b.notes[s] = true }
@@ -126,7 +108,7 @@ func (b *builder) says(rooms, lo, hi int) ([]proof.Event, int) {
 	var out []proof.Event
 	total := 0
 	for room := range rooms {
-		n := b.between(lo, hi)
+		n := b.r.Between(lo, hi)
 		total += n
 		for i := range n {
 			spec := proof.MessageSpec{Label: fmt.Sprintf("r%dm%d", room+1, i+1), Outcome: proof.Reply}
@@ -136,7 +118,7 @@ func (b *builder) says(rooms, lo, hi int) ([]proof.Event, int) {
 	span := 4 + 5*total
 	for i := range out {
 		if b.r.IntN(4) == 0 {
-			out[i].At = b.between(1, span)
+			out[i].At = b.r.Between(1, span)
 		}
 	}
 	return out, span
@@ -158,7 +140,7 @@ func (b *builder) schedule(rooms int, events []proof.Event) *proof.Schedule {
 // faulted is the common shape: 1–2 rooms, lo..hi messages each, and the
 // faults draw makes.
 func (b *builder) faulted(lo, hi int, draw func(rooms, span int) []proof.Event) trial {
-	rooms := b.between(1, 2)
+	rooms := b.r.Between(1, 2)
 	events, span := b.says(rooms, lo, hi)
 	events = append(events, draw(rooms, span)...)
 	return trial{sched: b.schedule(rooms, events), ext: b.plan()}
@@ -167,8 +149,8 @@ func (b *builder) faulted(lo, hi int, draw func(rooms, span int) []proof.Event) 
 func (b *builder) kills(kind proof.EventKind, ep fakeband.Endpoint) func(rooms, span int) []proof.Event {
 	return func(_, span int) []proof.Event {
 		var out []proof.Event
-		for range b.between(1, 2) {
-			out = append(out, proof.Event{At: b.between(1, span), Kind: kind, Endpoint: ep})
+		for range b.r.Between(1, 2) {
+			out = append(out, proof.Event{At: b.r.Between(1, span), Kind: kind, Endpoint: ep})
 		}
 		return out
 	}
@@ -176,8 +158,8 @@ func (b *builder) kills(kind proof.EventKind, ep fakeband.Endpoint) func(rooms, 
 
 func (b *builder) lostAcks(_, span int) []proof.Event {
 	var out []proof.Event
-	for range b.between(1, 2) {
-		e := proof.Event{At: b.between(1, span), Endpoint: fakeband.EndpointProcessed}
+	for range b.r.Between(1, 2) {
+		e := proof.Event{At: b.r.Between(1, span), Endpoint: fakeband.EndpointProcessed}
 		switch b.r.IntN(4) {
 		case 0:
 			e.Kind = proof.LoseResponse
@@ -186,7 +168,7 @@ func (b *builder) lostAcks(_, span int) []proof.Event {
 		case 2:
 			e.Kind = proof.KillBefore
 		default:
-			e.Kind, e.Status, e.Count = proof.ServerError, 500+b.r.IntN(5), b.between(1, 3)
+			e.Kind, e.Status, e.Count = proof.ServerError, 500+b.r.IntN(5), b.r.Between(1, 3)
 		}
 		out = append(out, e)
 	}
@@ -195,11 +177,11 @@ func (b *builder) lostAcks(_, span int) []proof.Event {
 
 func (b *builder) lostReplies(_, span int) []proof.Event {
 	var out []proof.Event
-	for range b.between(1, 2) {
-		e := proof.Event{At: b.between(1, span), Endpoint: fakeband.EndpointPost, Kind: proof.LoseResponse}
+	for range b.r.Between(1, 2) {
+		e := proof.Event{At: b.r.Between(1, span), Endpoint: fakeband.EndpointPost, Kind: proof.LoseResponse}
 		switch b.r.IntN(8) {
 		case 0:
-			e.Kind, e.Status, e.Count = proof.ServerError, 502+b.r.IntN(3), b.between(1, 2)
+			e.Kind, e.Status, e.Count = proof.ServerError, 502+b.r.IntN(3), b.r.Between(1, 2)
 		case 1:
 			e.Kind, e.Status = proof.Throttle, 429
 		case 2, 3:
@@ -207,7 +189,7 @@ func (b *builder) lostReplies(_, span int) []proof.Event {
 			e.Kind, e.Status = proof.AppliedThen5xx, 502+b.r.IntN(3)
 		case 4, 5:
 			// Applied at once, answered after any sane client timeout.
-			e.Kind, e.Delay = proof.AnswerAfterGiveUp, b.duration(3*time.Second, 8*time.Second)
+			e.Kind, e.Delay = proof.AnswerAfterGiveUp, b.r.Duration(3*time.Second, 8*time.Second)
 		}
 		out = append(out, e)
 	}
@@ -216,8 +198,8 @@ func (b *builder) lostReplies(_, span int) []proof.Event {
 
 func (b *builder) duplicates(_, span int) []proof.Event {
 	var out []proof.Event
-	for range b.between(1, 3) {
-		e := proof.Event{At: b.between(1, span)}
+	for range b.r.Between(1, 3) {
+		e := proof.Event{At: b.r.Between(1, span)}
 		switch b.r.IntN(5) {
 		case 0:
 			e.Kind, e.Endpoint = proof.StaleNext, fakeband.EndpointNext
@@ -240,8 +222,8 @@ var transientEndpoints = []fakeband.Endpoint{"", fakeband.EndpointNext, fakeband
 
 func (b *builder) transients(_, span int) []proof.Event {
 	var out []proof.Event
-	for range b.between(1, 4) {
-		e := proof.Event{At: b.between(1, span), Endpoint: transientEndpoints[b.r.IntN(len(transientEndpoints))]}
+	for range b.r.Between(1, 4) {
+		e := proof.Event{At: b.r.Between(1, span), Endpoint: transientEndpoints[b.r.IntN(len(transientEndpoints))]}
 		switch b.r.IntN(3) {
 		case 0:
 			e.Kind, e.Status = proof.Throttle, 429
@@ -249,9 +231,9 @@ func (b *builder) transients(_, span int) []proof.Event {
 				e.RetryAfter = "1"
 			}
 		case 1:
-			e.Kind, e.Status, e.Count = proof.ServerError, 500+b.r.IntN(5), b.between(1, 3)
+			e.Kind, e.Status, e.Count = proof.ServerError, 500+b.r.IntN(5), b.r.Between(1, 3)
 		default:
-			e.Kind, e.Delay = proof.Latency, b.duration(50*time.Millisecond, 3*time.Second)
+			e.Kind, e.Delay = proof.Latency, b.r.Duration(50*time.Millisecond, 3*time.Second)
 		}
 		out = append(out, e)
 	}
@@ -279,14 +261,14 @@ func (b *builder) handlerErrors() trial {
 // a later key inside an earlier reply; the texts quote the keys.
 func (b *builder) naturalKeys() trial {
 	family := []string{"work:k10", "work:k1", "work:k11", "work:k2", "work:k20"}
-	n := b.between(2, len(family))
+	n := b.r.Between(2, len(family))
 	var events []proof.Event
 	for i := range n {
 		spec := proof.MessageSpec{Label: fmt.Sprintf("r1m%d", i+1), Outcome: proof.Reply, Key: family[i]}
 		events = append(events, proof.Event{Kind: proof.Say, Spec: spec})
 	}
 	if b.r.IntN(2) == 0 {
-		events = append(events, proof.Event{At: b.between(1, 4+5*n), Kind: proof.KillAfter, Endpoint: fakeband.EndpointPost})
+		events = append(events, proof.Event{At: b.r.Between(1, 4+5*n), Kind: proof.KillAfter, Endpoint: fakeband.EndpointPost})
 	}
 	return trial{sched: b.schedule(1, events), ext: b.plan()}
 }
@@ -301,7 +283,7 @@ func (b *builder) longRoom() trial {
 	for i := range messages {
 		events = append(events, proof.Event{Kind: proof.Say, Spec: proof.MessageSpec{Label: fmt.Sprintf("r1m%d", i+1), Outcome: proof.Reply}})
 	}
-	events = append(events, proof.Event{At: 5 * b.between(23, 28), Kind: proof.KillAfter, Endpoint: fakeband.EndpointPost})
+	events = append(events, proof.Event{At: 5 * b.r.Between(23, 28), Kind: proof.KillAfter, Endpoint: fakeband.EndpointPost})
 	ext := b.plan()
 	ext.minLatency, ext.maxLatency = 0, 20*time.Millisecond
 	return trial{sched: b.schedule(1, events), ext: ext}
@@ -320,20 +302,20 @@ func (b *builder) controlled(kind proof.EventKind) trial {
 	tr := base
 	var signal proof.Event
 	if len(calls) == 0 {
-		signal = proof.Event{At: b.between(2, span), After: b.duration(0, 500*time.Millisecond), Kind: kind}
+		signal = proof.Event{At: b.r.Between(2, span), After: b.r.Duration(0, 500*time.Millisecond), Kind: kind}
 	} else {
 		c := calls[b.r.IntN(len(calls))]
 		if b.r.IntN(2) == 0 {
 			tr.ext.hangKey, tr.ext.hangNth = c.key, c.nth
 		}
-		signal = proof.Event{At: c.requests + 1, After: b.duration(time.Millisecond, max(c.latency-time.Millisecond, time.Millisecond)), Kind: kind}
+		signal = proof.Event{At: c.requests + 1, After: b.r.Duration(time.Millisecond, max(c.latency-time.Millisecond, time.Millisecond)), Kind: kind}
 	}
 	if b.r.IntN(8) == 0 {
 		signal.Push = proof.PushDuplicated
 	}
 	events = append(events, signal)
 	if kind == proof.Stop {
-		play := proof.Event{At: signal.At + b.between(1, 6), After: b.duration(100*time.Millisecond, 2*time.Second), Kind: proof.Play}
+		play := proof.Event{At: signal.At + b.r.Between(1, 6), After: b.r.Duration(100*time.Millisecond, 2*time.Second), Kind: proof.Play}
 		if b.r.IntN(4) == 0 { // the play is missed while the socket is down
 			events = append(events, proof.Event{At: play.At, Kind: proof.DropSocket})
 		}
@@ -344,9 +326,9 @@ func (b *builder) controlled(kind proof.EventKind) trial {
 }
 
 func (b *builder) supersede() trial {
-	rooms := b.between(1, 2)
+	rooms := b.r.Between(1, 2)
 	events, _ := b.says(rooms, 1, 4)
-	return trial{sched: b.schedule(rooms, events), ext: b.plan(), supersede: b.between(1, 8)}
+	return trial{sched: b.schedule(rooms, events), ext: b.plan(), supersede: b.r.Between(1, 8)}
 }
 
 func (b *builder) storm() trial {

@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/oracle"
 	"github.com/band-once/bandonce/internal/wire"
 	"github.com/band-once/bandonce/proof"
 )
@@ -405,7 +406,7 @@ func (a *sockAgent) guard(ctx context.Context, room, key string) (bool, error) {
 			return false, err
 		}
 		for _, it := range page.Items {
-			if k, ok := markerKey(it.Content); ok && it.SenderID == a.me && k == key {
+			if k, ok := oracle.MarkerKey(it.Content); ok && it.SenderID == a.me && k == key {
 				return true, nil
 			}
 		}

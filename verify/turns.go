@@ -13,6 +13,7 @@ import (
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/oracle"
 	"github.com/band-once/bandonce/proof"
 )
 
@@ -85,7 +86,7 @@ func (r *recorder) noteEffect(req *http.Request, room string, event bool) bool {
 		}
 		_ = json.Unmarshal(data, &body)
 		e.kind = "message"
-		e.key, _ = markerKey(body.Message.Content)
+		e.key, _ = oracle.MarkerKey(body.Message.Content)
 		e.content = strings.TrimRight(body.Message.Content, " \t\r\n")
 		if e.key != "" {
 			e.content = strings.TrimRight(e.content[:strings.LastIndexByte(e.content, '\n')+1], "\n")
@@ -253,7 +254,7 @@ func landedKeys(res proof.Result) map[string]bool {
 	landed := map[string]bool{}
 	for _, posts := range res.Posts {
 		for _, p := range posts {
-			if k, ok := markerKey(p.Content); ok {
+			if k, ok := oracle.MarkerKey(p.Content); ok {
 				landed[p.RoomID+"\x00"+k] = true
 			}
 		}

@@ -23,14 +23,14 @@ var (
 // marker from any sender, confuses them. Now and then a kill after a
 // reply makes a guard read the room.
 func (b *builder) lookAlikes() trial {
-	rooms := b.between(1, 2)
+	rooms := b.r.Between(1, 2)
 	var events []proof.Event
 	total := 0
 	for room := range rooms {
-		n := b.between(3, 5)
+		n := b.r.Between(3, 5)
 		total += n
 		text := []string{"ok", "thanks", "ok, thanks"}[b.r.IntN(3)]
-		quoting := b.between(1, n-1)
+		quoting := b.r.Between(1, n-1)
 		var others []int
 		for _, i := range b.r.Perm(n) {
 			if i != quoting {
@@ -53,7 +53,7 @@ func (b *builder) lookAlikes() trial {
 		}
 	}
 	if b.r.IntN(2) == 0 {
-		events = append(events, proof.Event{At: b.between(4, 4+5*total), Kind: proof.KillAfter, Endpoint: fakeband.EndpointPost})
+		events = append(events, proof.Event{At: b.r.Between(4, 4+5*total), Kind: proof.KillAfter, Endpoint: fakeband.EndpointPost})
 	}
 	return trial{sched: b.schedule(rooms, events), ext: b.plan()}
 }
@@ -62,22 +62,22 @@ func (b *builder) lookAlikes() trial {
 // the room_added pushes are lost, so an agent must also list its rooms
 // again now and then. Messages in a joined room are said after the join.
 func (b *builder) joinedRooms() trial {
-	rooms := b.between(2, 3)
+	rooms := b.r.Between(2, 3)
 	var events []proof.Event
 	for room := range rooms {
 		joinAt := 0
 		if room > 0 {
-			joinAt = b.between(2, 8)
+			joinAt = b.r.Between(2, 8)
 			if b.r.IntN(2) == 0 {
 				events = append(events, proof.Event{At: joinAt, Kind: proof.PushFault, PushEvent: "room_added", Push: proof.PushLost})
 			}
 			events = append(events, proof.Event{At: joinAt, Kind: proof.Join, Room: room})
 		}
-		for i := range b.between(1, 3) {
+		for i := range b.r.Between(1, 3) {
 			spec := proof.MessageSpec{Label: fmt.Sprintf("r%dm%d", room+1, i+1), Outcome: proof.Reply}
 			at := joinAt
 			if at > 0 {
-				at += b.between(0, 4)
+				at += b.r.Between(0, 4)
 			}
 			events = append(events, proof.Event{At: at, Kind: proof.Say, Room: room, Spec: spec})
 		}

@@ -11,7 +11,6 @@ package keyguard
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"slices"
@@ -99,24 +98,13 @@ func (s *Secret) scrubs() bool { return len(s.get().forms) > 0 }
 
 // String returns Redacted, or "" when the secret is empty, so a reader can
 // still tell whether one was set.
-func (s *Secret) String() string {
-	if s.Value() == "" {
-		return ""
-	}
-	return Redacted
-}
+func (s *Secret) String() string { return Redact(s.Value()) }
 
 // GoString is String, quoted.
 func (s *Secret) GoString() string { return strconv.Quote(s.String()) }
 
 // Format writes String whatever the verb, GoString for %#v.
-func (s *Secret) Format(f fmt.State, verb rune) {
-	if verb == 'v' && f.Flag('#') {
-		_, _ = io.WriteString(f, s.GoString())
-		return
-	}
-	_, _ = io.WriteString(f, s.String())
-}
+func (s *Secret) Format(f fmt.State, verb rune) { Format(f, verb, s) }
 
 // LogValue is String.
 func (s *Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }

@@ -2,10 +2,10 @@ package procverify
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/seedrand"
 )
 
 // Check is one family of schedules, named on the command line.
@@ -69,31 +69,12 @@ func (c Check) Build(seed int64, socket bool) *Schedule {
 
 // builder draws one schedule from a seed.
 type builder struct {
-	r      *rand.Rand
+	r      seedrand.Rand
 	socket bool
 }
 
 func newBuilder(seed int64, check string, socket bool) *builder {
-	h := uint64(1469598103934665603)
-	for _, c := range check {
-		h = (h ^ uint64(c)) * 1099511628211
-	}
-	mix := splitmix64(h ^ uint64(seed))
-	return &builder{r: rand.New(rand.NewPCG(mix, splitmix64(mix))), socket: socket}
-}
-
-// splitmix64 spreads nearby seeds (master+i) over the whole space.
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
-func (b *builder) between(lo, hi int) int { return lo + b.r.IntN(hi-lo+1) }
-
-func (b *builder) duration(lo, hi time.Duration) time.Duration {
-	return lo + time.Duration(b.r.Int64N(int64(hi-lo)+1))
+	return &builder{r: seedrand.Named(seed, check), socket: socket}
 }
 
 // says draws the humans' messages, lo..hi per room: the first of each
@@ -101,10 +82,10 @@ func (b *builder) duration(lo, hi time.Duration) time.Duration {
 // while it works.
 func (b *builder) says(rooms, lo, hi int) (waiting, later []Event) {
 	for room := range rooms {
-		for i := range b.between(lo, hi) {
+		for i := range b.r.Between(lo, hi) {
 			e := Event{Kind: Say, Room: room, Label: fmt.Sprintf("r%dm%d", room+1, i+1)}
 			if i > 0 && b.r.IntN(2) == 0 {
-				e.After = b.duration(20*time.Millisecond, 400*time.Millisecond)
+				e.After = b.r.Duration(20*time.Millisecond, 400*time.Millisecond)
 				later = append(later, e)
 				continue
 			}
@@ -141,7 +122,7 @@ func (b *builder) schedule(rooms int, events []Event) *Schedule {
 // faulted is the common shape: 1–2 rooms, 1–3 messages each, and the
 // faults draw makes.
 func (b *builder) faulted(draw func() []Event) *Schedule {
-	rooms := b.between(1, 2)
+	rooms := b.r.Between(1, 2)
 	waiting, later := b.says(rooms, 1, 3)
 	return b.schedule(rooms, b.weave(waiting, later, draw()))
 }
@@ -153,7 +134,7 @@ func (b *builder) skip() int { return []int{0, 0, 0, 1, 1, 2}[b.r.IntN(6)] }
 func (b *builder) kills(kind Kind, ep fakeband.Endpoint) func() []Event {
 	return func() []Event {
 		var out []Event
-		for range b.between(1, 2) {
+		for range b.r.Between(1, 2) {
 			out = append(out, Event{Kind: kind, Endpoint: ep, Skip: b.skip()})
 		}
 		return out
@@ -166,7 +147,7 @@ var lifecycleEndpoints = []fakeband.Endpoint{
 
 func (b *builder) killsAnywhere() []Event {
 	var out []Event
-	for range b.between(1, 2) {
+	for range b.r.Between(1, 2) {
 		kind := []Kind{KillBefore, KillAfter}[b.r.IntN(2)]
 		out = append(out, Event{Kind: kind, Endpoint: lifecycleEndpoints[b.r.IntN(len(lifecycleEndpoints))], Skip: b.skip()})
 	}
@@ -175,7 +156,7 @@ func (b *builder) killsAnywhere() []Event {
 
 func (b *builder) lostAcks() []Event {
 	var out []Event
-	for range b.between(1, 2) {
+	for range b.r.Between(1, 2) {
 		e := Event{Endpoint: fakeband.EndpointProcessed, Skip: b.skip()}
 		switch b.r.IntN(4) {
 		case 0:
@@ -185,7 +166,7 @@ func (b *builder) lostAcks() []Event {
 		case 2:
 			e.Kind = KillBefore
 		default:
-			e.Kind, e.Status, e.Count = ServerError, 500+b.r.IntN(5), b.between(1, 3)
+			e.Kind, e.Status, e.Count = ServerError, 500+b.r.IntN(5), b.r.Between(1, 3)
 		}
 		out = append(out, e)
 	}
@@ -194,11 +175,11 @@ func (b *builder) lostAcks() []Event {
 
 func (b *builder) lostReplies() []Event {
 	var out []Event
-	for range b.between(1, 2) {
+	for range b.r.Between(1, 2) {
 		e := Event{Kind: LoseResponse, Endpoint: fakeband.EndpointPost, Skip: b.skip()}
 		switch b.r.IntN(4) {
 		case 0:
-			e.Kind, e.Status, e.Count = ServerError, 502+b.r.IntN(3), b.between(1, 2)
+			e.Kind, e.Status, e.Count = ServerError, 502+b.r.IntN(3), b.r.Between(1, 2)
 		case 1:
 			e.Kind, e.Status = Throttle, 429
 		}
@@ -209,7 +190,7 @@ func (b *builder) lostReplies() []Event {
 
 func (b *builder) duplicates() []Event {
 	var out []Event
-	for range b.between(1, 3) {
+	for range b.r.Between(1, 3) {
 		e := Event{Skip: b.skip()}
 		switch b.r.IntN(4) {
 		case 0:
@@ -231,7 +212,7 @@ var anyEndpoint = []fakeband.Endpoint{"", fakeband.EndpointMe, fakeband.Endpoint
 
 func (b *builder) transients() []Event {
 	var out []Event
-	for range b.between(1, 4) {
+	for range b.r.Between(1, 4) {
 		out = append(out, b.transient())
 	}
 	return out
@@ -246,17 +227,17 @@ func (b *builder) transient() Event {
 			e.RetryAfter = "1"
 		}
 	case 1:
-		e.Kind, e.Status, e.Count = ServerError, 500+b.r.IntN(5), b.between(1, 3)
+		e.Kind, e.Status, e.Count = ServerError, 500+b.r.IntN(5), b.r.Between(1, 3)
 	default:
-		e.Kind, e.Delay = Latency, b.duration(50*time.Millisecond, 1500*time.Millisecond)
+		e.Kind, e.Delay = Latency, b.r.Duration(50*time.Millisecond, 1500*time.Millisecond)
 	}
 	return e
 }
 
 func (b *builder) socketDrops() []Event {
 	var out []Event
-	for range b.between(1, 2) {
-		out = append(out, Event{Kind: DropSocket, After: b.duration(0, 300*time.Millisecond)})
+	for range b.r.Between(1, 2) {
+		out = append(out, Event{Kind: DropSocket, After: b.r.Duration(0, 300*time.Millisecond)})
 	}
 	return out
 }
@@ -275,7 +256,7 @@ func (b *builder) signal(kind Kind, rooms, waiting int) Event {
 		// Held at one of the claims of the messages in hand.
 		return Event{Kind: kind, Endpoint: heldAt[b.r.IntN(len(heldAt))], Skip: b.r.IntN(max(waiting, 1))}
 	}
-	return Event{Kind: kind, Room: b.r.IntN(rooms), After: b.duration(0, 100*time.Millisecond)}
+	return Event{Kind: kind, Room: b.r.IntN(rooms), After: b.r.Duration(0, 100*time.Millisecond)}
 }
 
 // play follows a stop: the room it resumes is the stop's (every room for
@@ -284,10 +265,10 @@ func (b *builder) signal(kind Kind, rooms, waiting int) Event {
 func (b *builder) plays(rooms int) []Event {
 	var out []Event
 	if b.r.IntN(4) == 0 {
-		out = append(out, Event{Kind: DropSocket, After: b.duration(50*time.Millisecond, 300*time.Millisecond)})
+		out = append(out, Event{Kind: DropSocket, After: b.r.Duration(50*time.Millisecond, 300*time.Millisecond)})
 	}
 	for room := range rooms {
-		out = append(out, Event{Kind: Play, Room: room, After: b.duration(100*time.Millisecond, 800*time.Millisecond)})
+		out = append(out, Event{Kind: Play, Room: room, After: b.r.Duration(100*time.Millisecond, 800*time.Millisecond)})
 	}
 	return out
 }
@@ -295,7 +276,7 @@ func (b *builder) plays(rooms int) []Event {
 // controlled is one room or two, a few messages, and a signal in the
 // middle of one of them (a stop followed by its play).
 func (b *builder) controlled(kind Kind) *Schedule {
-	rooms := b.between(1, 2)
+	rooms := b.r.Between(1, 2)
 	waiting, later := b.says(rooms, 1, 3)
 	var plays []Event
 	if kind == Stop {
@@ -309,18 +290,18 @@ func (b *builder) controlled(kind Kind) *Schedule {
 }
 
 func (b *builder) supersede() *Schedule {
-	rooms := b.between(1, 2)
+	rooms := b.r.Between(1, 2)
 	waiting, later := b.says(rooms, 1, 3)
-	faults := []Event{{Kind: Supersede, After: b.duration(0, 500*time.Millisecond)}}
+	faults := []Event{{Kind: Supersede, After: b.r.Duration(0, 500*time.Millisecond)}}
 	return b.schedule(rooms, b.weave(waiting, later, faults))
 }
 
 // storm mixes everything the agent's capabilities allow.
 func (b *builder) storm() *Schedule {
-	rooms := b.between(1, 2)
+	rooms := b.r.Between(1, 2)
 	waiting, later := b.says(rooms, 1, 4)
 	var faults []Event
-	for range b.between(2, 5) {
+	for range b.r.Between(2, 5) {
 		x := b.r.IntN(100)
 		if !b.socket && x >= 60 {
 			x %= 60
@@ -342,9 +323,9 @@ func (b *builder) storm() *Schedule {
 			faults = append(faults, b.signal(Stop, rooms, 1))
 			faults = append(faults, b.plays(rooms)...)
 		case x < 92:
-			faults = append(faults, Event{Kind: DropSocket, After: b.duration(0, 300*time.Millisecond)})
+			faults = append(faults, Event{Kind: DropSocket, After: b.r.Duration(0, 300*time.Millisecond)})
 		default:
-			faults = append(faults, Event{Kind: Supersede, After: b.duration(0, 500*time.Millisecond)})
+			faults = append(faults, Event{Kind: Supersede, After: b.r.Duration(0, 500*time.Millisecond)})
 		}
 	}
 	return b.schedule(rooms, b.weave(waiting, later, faults))

@@ -1,13 +1,12 @@
 package procverify
 
 import (
-	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/oracle"
 )
 
 // Invariant names one rule the oracle judges.
@@ -98,36 +97,19 @@ type truth struct {
 	messages []*message
 }
 
-type judgement struct {
-	checks, violated map[Invariant]int
-	found            map[Invariant]*Violation
-	doublePosts      int
-	lost             int
-	interrupted      int
-}
+// judgement tallies the rules' verdicts on one schedule.
+type judgement = oracle.Judgement[Invariant, *Violation]
 
-func (v *judgement) check(inv Invariant) { v.checks[inv]++ }
-
-func (v *judgement) fail(inv Invariant, format string, args ...any) {
-	v.violated[inv]++
-	if v.found[inv] == nil {
-		v.found[inv] = &Violation{Invariant: inv, Reason: fmt.Sprintf(format, args...)}
-	}
-}
-
-func (v *judgement) first() *Violation {
-	for _, inv := range Invariants {
-		if f := v.found[inv]; f != nil {
-			return f
-		}
-	}
-	return nil
+func newJudgement() *judgement {
+	return oracle.NewJudgement(func(inv Invariant, reason string) *Violation {
+		return &Violation{Invariant: inv, Reason: reason}
+	})
 }
 
 // judge runs every rule over the ground truth.
 func (s *sim) judge() Result {
 	t := s.gather()
-	v := &judgement{checks: map[Invariant]int{}, violated: map[Invariant]int{}, found: map[Invariant]*Violation{}}
+	v := newJudgement()
 	t.doublePosts(v)
 	t.pending(v)
 	t.outcomes(v)
@@ -135,8 +117,8 @@ func (s *sim) judge() Result {
 	t.stops(v)
 	t.superseded(v)
 	t.terminated(v)
-	v.check(AgentLifecycle)
-	v.check(Quiet)
+	v.Check(AgentLifecycle)
+	v.Check(Quiet)
 	s.mu.Lock()
 	failure := s.failure
 	notes := make([]string, 0, len(s.notes))
@@ -150,14 +132,14 @@ func (s *sim) judge() Result {
 	lives := append([]*life(nil), s.lives...)
 	s.mu.Unlock()
 	if failure != nil {
-		v.check(failure.Invariant)
-		v.fail(failure.Invariant, "%s", failure.Reason)
+		v.Check(failure.Invariant)
+		v.Fail(failure.Invariant, "%s", failure.Reason)
 	}
 	sort.Strings(notes)
 	res := Result{
-		Schedule: s.sched, Violation: v.first(), Found: v.found, Checks: v.checks, Violations: v.violated,
+		Schedule: s.sched, Violation: v.First(Invariants), Found: v.Found, Checks: v.Checks, Violations: v.Violated,
 		Faults: faults, Messages: len(t.messages), Lives: len(lives),
-		DoublePosts: v.doublePosts, Lost: v.lost, Interrupted: v.interrupted, NotExercised: notes,
+		DoublePosts: v.DoublePosts, Lost: v.Lost, Interrupted: v.Interrupted, NotExercised: notes,
 		Wall: time.Since(s.start),
 	}
 	for _, ps := range t.posts {
@@ -228,7 +210,7 @@ func (s *sim) gather() *truth {
 // the room whose attempt the agent opened last before the reply was
 // stored. nil if neither finds one.
 func (t *truth) attribute(room int, p fakeband.Post) *message {
-	if key, ok := markerKey(p.Content); ok {
+	if key, ok := oracle.MarkerKey(p.Content); ok {
 		for _, m := range t.messages {
 			if m.Room == room && strings.Contains(key, m.ID) {
 				return m
@@ -250,29 +232,12 @@ func (t *truth) attribute(room int, p fakeband.Post) *message {
 	return best
 }
 
-// markerKey reads the dedup marker on the last line of a reply. The
-// oracle has its own reader rather than the shell's, so a bug there cannot
-// hide itself.
-func markerKey(content string) (string, bool) {
-	content = strings.TrimRight(content, " \t\r\n")
-	last := content
-	if i := strings.LastIndexByte(content, '\n'); i >= 0 {
-		last = content[i+1:]
-	}
-	last = strings.TrimSpace(last)
-	const prefix, suffix = "[dedup_key:", "]"
-	if !strings.HasPrefix(last, prefix) || !strings.HasSuffix(last, suffix) || len(last) <= len(prefix)+len(suffix) {
-		return "", false
-	}
-	return last[len(prefix) : len(last)-len(suffix)], true
-}
-
 func (t *truth) doublePosts(v *judgement) {
 	for room, ps := range t.posts {
 		byKey := map[string][]fakeband.Post{}
 		var keys []string
 		for _, p := range ps {
-			if key, ok := markerKey(p.Content); ok {
+			if key, ok := oracle.MarkerKey(p.Content); ok {
 				if byKey[key] == nil {
 					keys = append(keys, key)
 				}
@@ -280,18 +245,18 @@ func (t *truth) doublePosts(v *judgement) {
 			}
 		}
 		for _, key := range keys {
-			v.check(NoDoublePost)
+			v.Check(NoDoublePost)
 			if n := len(byKey[key]); n > 1 {
-				v.doublePosts += n - 1
-				v.fail(NoDoublePost, "room %d got %d replies with dedup key %q", room+1, n, key)
+				v.DoublePosts += n - 1
+				v.Fail(NoDoublePost, "room %d got %d replies with dedup key %q", room+1, n, key)
 			}
 		}
 	}
 	for _, m := range t.messages {
-		v.check(NoDoublePost)
+		v.Check(NoDoublePost)
 		if n := len(t.answers[m.ID]); n > 1 && !sameMarker(t.answers[m.ID]) {
-			v.doublePosts += n - 1
-			v.fail(NoDoublePost, "%s got %d replies", m.Label, n)
+			v.DoublePosts += n - 1
+			v.Fail(NoDoublePost, "%s got %d replies", m.Label, n)
 		}
 	}
 }
@@ -299,12 +264,12 @@ func (t *truth) doublePosts(v *judgement) {
 // sameMarker reports whether the posts all carry one marker (counted
 // already, by key).
 func sameMarker(ps []fakeband.Post) bool {
-	first, ok := markerKey(ps[0].Content)
+	first, ok := oracle.MarkerKey(ps[0].Content)
 	if !ok {
 		return false
 	}
 	for _, p := range ps[1:] {
-		if k, ok := markerKey(p.Content); !ok || k != first {
+		if k, ok := oracle.MarkerKey(p.Content); !ok || k != first {
 			return false
 		}
 	}
@@ -313,22 +278,15 @@ func sameMarker(ps []fakeband.Post) bool {
 
 func (t *truth) pending(v *judgement) {
 	for _, m := range t.messages {
-		v.check(NonePending)
+		v.Check(NonePending)
 		if st := t.s.band.Status(t.s.agent.ID, m.ID); st != fakeband.StatusProcessed {
-			v.lost++
-			v.fail(NonePending, "%s was left %q", m.Label, st)
+			v.Lost++
+			v.Fail(NonePending, "%s was left %q", m.Label, st)
 		}
 	}
 }
 
-func (t *truth) processedSeq(id string) int {
-	for _, mk := range t.marks[id] {
-		if mk.Kind == fakeband.StatusProcessed {
-			return mk.Seq
-		}
-	}
-	return 0
-}
+func (t *truth) processedSeq(id string) int { return oracle.ProcessedSeq(t.marks[id]) }
 
 func (t *truth) failedBefore(id string, seq int) (string, bool) {
 	for _, mk := range t.marks[id] {
@@ -369,8 +327,8 @@ func (t *truth) interruptedIn(room, from, to int) bool {
 func (t *truth) outcomes(v *judgement) {
 	for room, ps := range t.orphans {
 		for _, p := range ps {
-			v.check(OneOutcome)
-			v.fail(OneOutcome, "room %d got a reply that answers no message: %.60q", room+1, firstLine(p.Content))
+			v.Check(OneOutcome)
+			v.Fail(OneOutcome, "room %d got a reply that answers no message: %.60q", room+1, firstLine(p.Content))
 		}
 	}
 	for _, m := range t.messages {
@@ -378,21 +336,21 @@ func (t *truth) outcomes(v *judgement) {
 		if done == 0 {
 			continue // none-pending has it
 		}
-		v.check(OneOutcome)
+		v.Check(OneOutcome)
 		answers := t.answers[m.ID]
 		switch {
 		case len(answers) > 0 && answers[0].Seq > done:
-			v.fail(OneOutcome, "%s was marked processed before its reply was posted", m.Label)
+			v.Fail(OneOutcome, "%s was marked processed before its reply was posted", m.Label)
 		case len(answers) > 0:
 		case t.interruptedIn(m.Room, t.windowStart(m, done), done):
-			v.interrupted++
+			v.Interrupted++
 		case t.s.cfg.MayNotReply:
 		default:
-			v.lost++
+			v.Lost++
 			if reason, failed := t.failedBefore(m.ID, done); failed {
-				v.fail(OneOutcome, "%s was given up on without a reply (marked failed: %.60q)", m.Label, reason)
+				v.Fail(OneOutcome, "%s was given up on without a reply (marked failed: %.60q)", m.Label, reason)
 			} else {
-				v.fail(OneOutcome, "%s was processed without a reply (lost)", m.Label)
+				v.Fail(OneOutcome, "%s was processed without a reply (lost)", m.Label)
 			}
 		}
 	}
@@ -401,17 +359,7 @@ func (t *truth) outcomes(v *judgement) {
 // openAt returns the room's message whose attempt was open at seq.
 func (t *truth) openAt(room, seq int) *message {
 	for _, m := range t.messages {
-		if m.Room != room {
-			continue
-		}
-		open := false
-		for _, mk := range t.marks[m.ID] {
-			if mk.Seq > seq {
-				break
-			}
-			open = mk.Kind == fakeband.StatusProcessing
-		}
-		if open {
+		if m.Room == room && oracle.OpenAt(t.marks[m.ID], seq) {
 			return m
 		}
 	}
@@ -425,17 +373,6 @@ func (t *truth) messageByID(id string) *message {
 		}
 	}
 	return nil
-}
-
-// claimedBetween reports whether the message had an attempt opened in
-// (from, to): a new turn, which may answer it again.
-func (t *truth) claimedBetween(id string, from, to int) bool {
-	for _, mk := range t.marks[id] {
-		if mk.Kind == fakeband.StatusProcessing && mk.Seq > from && mk.Seq < to {
-			return true
-		}
-	}
-	return false
 }
 
 // target is the message a signal cut: the held request's, or the one
@@ -452,16 +389,16 @@ func (t *truth) interrupts(v *judgement) {
 		if c.Kind != Interrupt || !c.Delivered {
 			continue
 		}
-		v.check(InterruptSilence)
+		v.Check(InterruptSilence)
 		m := t.target(c)
 		if m == nil {
 			continue
 		}
 		for _, p := range t.answers[m.ID] {
-			if t.tickOf[p.ID] <= c.Effective || t.claimedBetween(m.ID, c.Seq, p.Seq) {
+			if t.tickOf[p.ID] <= c.Effective || oracle.ClaimedBetween(t.marks[m.ID], c.Seq, p.Seq) {
 				continue
 			}
-			v.fail(InterruptSilence, "%s's reply was sent after the interrupt reached the agent", m.Label)
+			v.Fail(InterruptSilence, "%s's reply was sent after the interrupt reached the agent", m.Label)
 		}
 	}
 }
@@ -471,7 +408,7 @@ func (t *truth) stops(v *judgement) {
 		if c.Kind != Stop || !c.Delivered {
 			continue
 		}
-		v.check(StopSilence)
+		v.Check(StopSilence)
 		roomID := t.s.rooms[c.Room].ID
 		until := c.PlayTick
 		if until == 0 {
@@ -483,12 +420,12 @@ func (t *truth) stops(v *judgement) {
 			}
 			switch a.EP {
 			case fakeband.EndpointPost:
-				v.fail(StopSilence, "the agent sent a reply in room %d after its stop reached it, before play", c.Room+1)
+				v.Fail(StopSilence, "the agent sent a reply in room %d after its stop reached it, before play", c.Room+1)
 			case fakeband.EndpointProcessing:
-				v.fail(StopSilence, "the agent claimed %s in room %d after its stop reached it, before play", t.label(a.Msg), c.Room+1)
+				v.Fail(StopSilence, "the agent claimed %s in room %d after its stop reached it, before play", t.label(a.Msg), c.Room+1)
 			case fakeband.EndpointProcessed, fakeband.EndpointFailed:
 				if m := t.target(c); c.Held && m != nil && a.Msg == m.ID {
-					v.fail(StopSilence, "the agent consumed %s after its stop reached it; a stop leaves the turn for replay", m.Label)
+					v.Fail(StopSilence, "the agent consumed %s after its stop reached it; a stop leaves the turn for replay", m.Label)
 				}
 			}
 		}
@@ -513,10 +450,10 @@ func (t *truth) superseded(v *judgement) {
 		if tick == 0 {
 			continue
 		}
-		v.check(SupersedeExit)
+		v.Check(SupersedeExit)
 		for _, a := range t.attempts {
 			if a.Life == l.n && a.Tick > tick && (mutating(a.EP) || a.EP == fakeband.EndpointSocket) {
-				v.fail(SupersedeExit, "the agent (life %d) sent %s after it was superseded", l.n, endpointNames[a.EP])
+				v.Fail(SupersedeExit, "the agent (life %d) sent %s after it was superseded", l.n, endpointNames[a.EP])
 				break
 			}
 		}
@@ -534,12 +471,12 @@ func (t *truth) terminated(v *judgement) {
 		if termAt.IsZero() {
 			continue
 		}
-		v.check(TermExit)
+		v.Check(TermExit)
 		switch {
 		case killed:
-			v.fail(TermExit, "the agent was still running %s after SIGTERM", took.Truncate(time.Millisecond))
+			v.Fail(TermExit, "the agent was still running %s after SIGTERM", took.Truncate(time.Millisecond))
 		case exit != "exit status 0":
-			v.fail(TermExit, "the agent ended with %q after SIGTERM; want exit 0", exit)
+			v.Fail(TermExit, "the agent ended with %q after SIGTERM; want exit 0", exit)
 		}
 	}
 }
@@ -547,21 +484,4 @@ func (t *truth) terminated(v *judgement) {
 func firstLine(s string) string {
 	first, _, _ := strings.Cut(s, "\n")
 	return first
-}
-
-// merge folds b's counts into a.
-func mergeCounts[K comparable](a, b map[K]int) {
-	for k, n := range b {
-		a[k] += n
-	}
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[K ~string, V any](m map[K]V) []K {
-	out := make([]K, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -164,12 +164,12 @@ func TestRepliesAreAttributedByMarkerThenByTheLastClaim(t *testing.T) {
 	assert.Empty(t, tr.answers[m2.ID])
 	require.Len(t, tr.answers[m3.ID], 2)
 
-	v := &judgement{checks: map[Invariant]int{}, violated: map[Invariant]int{}, found: map[Invariant]*Violation{}}
+	v := newJudgement()
 	tr.doublePosts(v)
 	tr.outcomes(v)
-	assert.Equal(t, "r1m3 got 2 replies", v.found[NoDoublePost].Reason)
-	assert.Contains(t, v.found[OneOutcome].Reason, "room 1 got a reply that answers no message")
-	assert.Equal(t, 1, v.lost, "r1m2 was processed without a reply")
+	assert.Equal(t, "r1m3 got 2 replies", v.Found[NoDoublePost].Reason)
+	assert.Contains(t, v.Found[OneOutcome].Reason, "room 1 got a reply that answers no message")
+	assert.Equal(t, 1, v.Lost, "r1m2 was processed without a reply")
 }
 
 // bandContent strips the mention marker the fake puts before a post.

@@ -1,14 +1,14 @@
 package procverify
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
+	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/band-once/bandonce/internal/receipt"
 )
 
 // Report is the verifier's receipt: what ran against which command, what
@@ -83,10 +83,10 @@ type Failure struct {
 }
 
 func newReport(s *settings) *Report {
+	build := receipt.ReadBuild()
 	r := &Report{
 		Command: ShellQuote(s.Command), MasterSeed: s.Seed, SchedulesPerCheck: s.Schedules,
-		GoVersion: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
-		Module:    "github.com/band-once/bandonce", Revision: "unknown",
+		GoVersion: build.GoVersion, Module: build.Module, Revision: build.Revision,
 		Faults: map[string]int{}, Replay: s.replay("", s.Seed, s.Schedules),
 	}
 	for _, c := range Checks {
@@ -103,16 +103,6 @@ func newReport(s *settings) *Report {
 		replies = "may consume a message without a reply (-may-not-reply)"
 	}
 	r.Capabilities = socket + "; " + replies
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Path != "" {
-			r.Module = bi.Main.Path
-		}
-		for _, st := range bi.Settings {
-			if st.Key == "vcs.revision" {
-				r.Revision = st.Value
-			}
-		}
-	}
 	return r
 }
 
@@ -123,9 +113,9 @@ func (r *Report) add(results []Result) {
 	notes := map[string]bool{}
 	for _, res := range results {
 		r.Schedules++
-		mergeCounts(checks, res.Checks)
-		mergeCounts(violated, res.Violations)
-		mergeCounts(r.Faults, res.Faults)
+		receipt.AddCounts(checks, res.Checks)
+		receipt.AddCounts(violated, res.Violations)
+		receipt.AddCounts(r.Faults, res.Faults)
 		r.Messages += res.Messages
 		r.Replies += res.Replies
 		r.Requests += res.Requests
@@ -147,7 +137,7 @@ func (r *Report) add(results []Result) {
 	if !sockets && !strings.HasPrefix(r.Capabilities, "no socket") && r.Schedules > 0 {
 		notes["every check: the agent never opened its socket, so no signal reached it (declare -no-socket if it has none)"] = true
 	}
-	r.NotExercised = append(r.NotExercised, sortedKeys(notes)...)
+	r.NotExercised = append(r.NotExercised, slices.Sorted(maps.Keys(notes))...)
 }
 
 func (r *Report) finish(wall time.Duration) {
@@ -169,9 +159,9 @@ func (r *Report) FinalLine() string {
 
 // WriteText writes the receipt as text.
 func (r *Report) WriteText(w io.Writer) error {
-	var b strings.Builder
-	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-21s%s\n", k, fmt.Sprintf(format, args...)) }
-	b.WriteString("bandonce verify: receipt\n")
+	var t receipt.Text
+	row := t.Row
+	t.Line("bandonce verify: receipt")
 	row("agent", "%s", r.Command)
 	row("capabilities", "%s", r.Capabilities)
 	row("master seed", "%d", r.MasterSeed)
@@ -179,13 +169,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	row("schedules", "%d (%d per check)", r.Schedules, r.SchedulesPerCheck)
 	row("go", "%s", r.GoVersion)
 	row("module", "%s, revision %s", r.Module, r.Revision)
-	b.WriteString("faults triggered     (fired, not merely drawn)\n")
-	for _, k := range sortedKeys(r.Faults) {
-		fmt.Fprintf(&b, "  %-27s%8d\n", k, r.Faults[k])
-	}
-	fmt.Fprintf(&b, "rules %31s %9s\n", "checked", "violated")
+	t.Faults(r.Faults)
+	t.RulesHeader("rules")
 	for _, c := range r.Invariants {
-		fmt.Fprintf(&b, "  %-27s%8d %9d\n", c.Name, c.Checked, c.Violated)
+		t.Rule(string(c.Name), c.Checked, c.Violated)
 	}
 	if len(r.NotExercised) == 0 {
 		row("not exercised", "nothing")
@@ -218,14 +205,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	row("wall time", "%.2fs", r.WallSeconds)
 	row("throughput", "%.2f schedules/s", r.SchedulesPerS)
 	row("replay", "%s", r.Replay)
-	b.WriteString(r.FinalLine() + "\n")
-	_, err := io.WriteString(w, b.String())
+	t.Line(r.FinalLine())
+	_, err := t.WriteTo(w)
 	return err
 }
 
 // WriteJSON writes the receipt as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *Report) WriteJSON(w io.Writer) error { return receipt.WriteJSON(w, r) }

@@ -3,34 +3,33 @@ package procverify
 import (
 	"context"
 	"fmt"
+
+	"github.com/band-once/bandonce/internal/ddmin"
 )
 
-// shrink delta-debugs a violating schedule: it drops events, then makes
-// what is left plainer, for as long as the same rule still fails, and
-// returns the smallest schedule found, its result and the runs it took.
-// Every trial is a real run of the agent, so a round's candidates run in
-// parallel, and the first of them (in order) that still fails is kept: a
-// run is not exactly repeatable, so a witness is "a schedule that showed
-// the violation again", as the receipt says.
+// shrink delta-debugs a violating schedule (package ddmin): it drops
+// events, then makes what is left plainer, for as long as the same rule
+// still fails, and returns the smallest schedule found, its result and
+// the runs it took. Every trial is a real run of the agent, so a round's
+// candidates run in parallel, and the first of them (in order) that still
+// fails is kept: a run is not exactly repeatable, so a witness is "a
+// schedule that showed the violation again", as the receipt says.
 func shrink(ctx context.Context, s *settings, sched *Schedule, res Result) (*Schedule, Result, int) {
 	sh := &shrinker{ctx: ctx, s: s, inv: res.Violation.Invariant, best: sched.clone(), res: res}
-	for {
-		before := sh.fingerprint()
-		sh.ddmin()
-		sh.simplify()
+	ddmin.Rounds(sh.fingerprint, sh.Spent, func() {
+		ddmin.DropChunks(sh)
+		ddmin.Simplify(sh, simplifications, true)
 		if c := compactRooms(sh.best); c != nil {
 			sh.tryAll([]*Schedule{c})
 		}
 		if c := relabel(sh.best); c != nil {
 			sh.tryAll([]*Schedule{c})
 		}
-		if sh.fingerprint() == before || sh.spent() {
-			break
-		}
-	}
+	})
 	return sh.best, sh.res, sh.trials
 }
 
+// shrinker is a ddmin.Search over a schedule's events.
 type shrinker struct {
 	ctx    context.Context
 	s      *settings
@@ -40,14 +39,26 @@ type shrinker struct {
 	trials int
 }
 
-func (sh *shrinker) spent() bool { return sh.trials >= sh.s.ShrinkBudget || sh.ctx.Err() != nil }
+func (sh *shrinker) Spent() bool { return sh.trials >= sh.s.ShrinkBudget || sh.ctx.Err() != nil }
+
+func (sh *shrinker) Events() []Event { return sh.best.Events }
 
 func (sh *shrinker) fingerprint() string { return fmt.Sprint(sh.best.Rooms, sh.best.Events) }
+
+// TryAll tries the best schedule with each list of events in turn.
+func (sh *shrinker) TryAll(events [][]Event) bool {
+	cands := make([]*Schedule, len(events))
+	for i, e := range events {
+		cands[i] = sh.best.clone()
+		cands[i].Events = e
+	}
+	return sh.tryAll(cands)
+}
 
 // tryAll runs the candidates, s.Parallel at a time, and keeps the first
 // (in order) whose run still breaks the rule. It reports whether one did.
 func (sh *shrinker) tryAll(cands []*Schedule) bool {
-	for len(cands) > 0 && !sh.spent() {
+	for len(cands) > 0 && !sh.Spent() {
 		n := min(len(cands), sh.s.Parallel, sh.s.ShrinkBudget-sh.trials)
 		batch := cands[:n]
 		cands = cands[n:]
@@ -63,66 +74,12 @@ func (sh *shrinker) tryAll(cands []*Schedule) bool {
 	return false
 }
 
-// ddmin drops chunks of events, halving the chunk size whenever no chunk
-// can go, down to single events.
-func (sh *shrinker) ddmin() {
-	n := 2
-	for len(sh.best.Events) > 0 && !sh.spent() {
-		events := sh.best.Events
-		n = min(n, len(events))
-		size := (len(events) + n - 1) / n
-		var cands []*Schedule
-		for start := 0; start < len(events); start += size {
-			c := sh.best.clone()
-			c.Events = append(append([]Event(nil), events[:start]...), events[min(start+size, len(events)):]...)
-			cands = append(cands, c)
-		}
-		if sh.tryAll(cands) {
-			n = max(n-1, 2)
-			continue
-		}
-		if size == 1 {
-			return
-		}
-		n = min(n*2, len(events))
-	}
-}
-
-// simplify makes each remaining event plainer, one field at a time.
-func (sh *shrinker) simplify() {
-	for i := 0; i < len(sh.best.Events) && !sh.spent(); i++ {
-		var cands []*Schedule
-		for _, plainer := range simplifications {
-			c := sh.best.clone()
-			if plainer(&c.Events[i]) {
-				cands = append(cands, c)
-			}
-		}
-		sh.tryAll(cands)
-	}
-}
-
 // simplifications each make one field of an event plainer; false when
 // there was nothing to simplify.
 var simplifications = []func(*Event) bool{
-	func(e *Event) bool { return zero(&e.Skip) },
-	func(e *Event) bool { return zero(&e.After) },
-	func(e *Event) bool {
-		if e.Count > 1 {
-			e.Count = 1
-			return true
-		}
-		return false
-	},
-}
-
-func zero[T comparable](p *T) bool {
-	var z T
-	if *p == z {
-		return false
-	}
-	*p = z
-	return true
+	func(e *Event) bool { return ddmin.Zero(&e.Skip) },
+	func(e *Event) bool { return ddmin.Zero(&e.After) },
+	func(e *Event) bool { return ddmin.One(&e.Count) },
 }
 
 // compactRooms is s with only the rooms its messages are said in,
@@ -134,14 +91,7 @@ func compactRooms(s *Schedule) *Schedule {
 			used[e.Room] = true
 		}
 	}
-	index := make([]int, s.Rooms)
-	n := 0
-	for r, u := range used {
-		index[r] = n
-		if u {
-			n++
-		}
-	}
+	index, n := ddmin.RoomIndex(used)
 	if n == s.Rooms || n == 0 {
 		return nil
 	}
@@ -157,10 +107,7 @@ func compactRooms(s *Schedule) *Schedule {
 			}
 		}
 		if e.Kind == Say {
-			var r, m int
-			if _, err := fmt.Sscanf(e.Label, "r%dm%d", &r, &m); err == nil {
-				e.Label = fmt.Sprintf("r%dm%d", e.Room+1, m)
-			}
+			e.Label = ddmin.Relabel(e.Label, e.Room)
 		}
 	}
 	return c

@@ -1,0 +1,85 @@
+package oracle
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/core"
+)
+
+func TestMarkerKeyReadsTheLastLineOnly(t *testing.T) {
+	for _, tc := range []struct {
+		content, key string
+		ok           bool
+	}{
+		{"hello\n[dedup_key:k1]", "k1", true},
+		{"[dedup_key:only]", "only", true},
+		{"hello\n  [dedup_key:spaced]  \r\n\n", "spaced", true},
+		{"hello\n[dedup_key:a b:c]", "a b:c", true},
+		{"hello\n[dedup_key:]", "", false},
+		{"[dedup_key:k1]\nthen more", "", false},
+		{"quoting [dedup_key:k1] inline", "", false},
+		{"hello\n[dedup_key:k1", "", false},
+		{"", "", false},
+	} {
+		key, ok := MarkerKey(tc.content)
+		assert.Equal(t, tc.ok, ok, "%q", tc.content)
+		assert.Equal(t, tc.key, key, "%q", tc.content)
+	}
+}
+
+// The oracle reads what the shell writes, with a reader of its own.
+func TestMarkerKeyReadsTheShellsMarker(t *testing.T) {
+	for _, key := range []string{"k", "msg:123", "ünï code", "a]b"} {
+		got, ok := MarkerKey(core.AppendMarker("a reply\n\n", key))
+		assert.True(t, ok, key)
+		assert.Equal(t, key, got)
+	}
+}
+
+func marks(kinds ...string) []fakeband.Mark {
+	out := make([]fakeband.Mark, len(kinds))
+	for i, k := range kinds {
+		out[i] = fakeband.Mark{Seq: 10 * (i + 1), Kind: k}
+	}
+	return out
+}
+
+func TestMarkReaders(t *testing.T) {
+	// processing at 10, failed at 20, processing at 30, processed at 40.
+	m := marks(fakeband.StatusProcessing, fakeband.StatusFailed, fakeband.StatusProcessing, fakeband.StatusProcessed)
+
+	assert.Equal(t, 40, ProcessedSeq(m))
+	assert.Equal(t, 0, ProcessedSeq(m[:3]))
+
+	for seq, open := range map[int]bool{5: false, 10: true, 15: true, 20: false, 29: false, 30: true, 39: true, 40: false, 99: false} {
+		assert.Equal(t, open, OpenAt(m, seq), "open at %d", seq)
+	}
+
+	assert.True(t, ClaimedBetween(m, 20, 31))
+	assert.False(t, ClaimedBetween(m, 10, 30), "both ends are outside")
+	assert.True(t, ClaimedBetween(m, 0, 11))
+	assert.False(t, ClaimedBetween(nil, 0, 100))
+}
+
+type violation struct{ rule, reason string }
+
+func TestJudgementKeepsEachRulesFirstFailure(t *testing.T) {
+	j := NewJudgement(func(rule string, reason string) *violation { return &violation{rule, reason} })
+	assert.Nil(t, j.First([]string{"a", "b"}))
+
+	j.Check("a")
+	j.Check("b")
+	j.Check("b")
+	j.Fail("b", "first %d", 1)
+	j.Fail("b", "second %d", 2)
+	j.Fail("c", "not in the order")
+
+	assert.Equal(t, map[string]int{"a": 1, "b": 2}, j.Checks)
+	assert.Equal(t, map[string]int{"b": 2, "c": 1}, j.Violated)
+	assert.Equal(t, &violation{"b", "first 1"}, j.First([]string{"a", "b", "c"}))
+	assert.Equal(t, &violation{"c", "not in the order"}, j.First([]string{"c", "b"}), "judging order decides")
+	assert.Nil(t, j.First([]string{"a"}))
+}
