@@ -9,10 +9,17 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/pgledger"
 )
 
 var pgAgents atomic.Int64
+
+// unbound is a Ledger without its bandonce.AgentBinder: each schedule's
+// ledger is named by a label of its own, so that the re-runs of one
+// schedule (shrinking replays it) never see each other's records, and
+// binding it to the agent Band names would refuse that label.
+type unbound struct{ bandonce.Ledger }
 
 // pgLease is the lease under the prover. Every life releases its lease
 // when it is killed (the engine cancels it and waits for it to return),
@@ -42,7 +49,7 @@ func pgAgent(cfg ShellConfig) Factory {
 				return err
 			}
 			return store.RunLeader(ctx, func(ctx context.Context, ledger *pgledger.Ledger) error {
-				return runShell(ctx, env, ledger, cfg.MaxAttempts)
+				return runShell(ctx, env, unbound{ledger}, cfg.MaxAttempts)
 			})
 		}
 	}
