@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -411,4 +412,34 @@ func TestAReplyOfInvisibleCharactersIsNotPosted(t *testing.T) {
 			assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
 		})
 	}
+}
+
+// cancelledOnce fails its first AckPending as a call cut off by a
+// stopping shell would.
+type cancelledOnce struct {
+	*bandonce.MemoryLedger
+	done atomic.Bool
+}
+
+func (l *cancelledOnce) AckPending(ctx context.Context, room, id string) (bool, error) {
+	if l.done.CompareAndSwap(false, true) {
+		return false, fmt.Errorf("ledger read: %w", context.Canceled)
+	}
+	return l.MemoryLedger.AckPending(ctx, room, id)
+}
+
+// A ledger call cut off because the shell is stopping says nothing about
+// the ledger: it is logged at Debug, not as an error on stderr; the
+// message is still answered once.
+func TestALedgerCallCutOffIsNoError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, 0)
+		id := r.say(r.rooms[0], "hello")
+		stop := r.run(func(c *bandonce.Config) { c.Ledger = &cancelledOnce{MemoryLedger: bandonce.NewMemoryLedger()} })
+		time.Sleep(time.Minute)
+		require.NoError(t, stop())
+		assert.True(t, r.logs.has(slog.LevelDebug, "ledger read failed"))
+		assert.False(t, r.logs.has(slog.LevelError, "ledger read failed"))
+		assert.Equal(t, 1, r.repliesTo(r.rooms[0], bandonce.DefaultKey(id)))
+	})
 }

@@ -118,7 +118,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 	ledger := r.s.cfg.Ledger
 	state, err := ledger.Key(ctx, r.id, e.key)
 	if err != nil {
-		r.s.log.Error("bandonce: ledger read failed", "room", r.id, "key", e.key, "err", err)
+		r.s.ledgerFailed("bandonce: ledger read failed", err, "room", r.id, "key", e.key)
 		return false, &sendFailure{kind: failLater, keep: true, err: err}
 	}
 	facts := core.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Attempt: attempt, DefaultKey: e.defaultKey}
@@ -147,7 +147,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		if err := ledger.SetKey(ctx, r.id, e.key, KeyIntent); err != nil {
 			// Without the intent on record a crash could hide this send
 			// from a durable ledger: do not send it.
-			r.s.log.Error("bandonce: ledger write failed; not sending", "room", r.id, "key", e.key, "err", err)
+			r.s.ledgerFailed("bandonce: ledger write failed; not sending", err, "room", r.id, "key", e.key)
 			return false, &sendFailure{kind: failLater, keep: true, err: err}
 		}
 		// The POST may wait for the shell's request budget: a signal that
@@ -219,7 +219,7 @@ func withKey(metadata map[string]any, key string) map[string]any {
 
 func (r *room) setKey(ctx context.Context, key string, state KeyState) {
 	if err := r.s.cfg.Ledger.SetKey(ctx, r.id, key, state); err != nil {
-		r.s.log.Error("bandonce: ledger write failed", "room", r.id, "key", key, "err", err)
+		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "key", key)
 	}
 }
 

@@ -3,6 +3,7 @@ package bandonce
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -215,4 +216,15 @@ func (s *Shell) emit(o Outcome) {
 // agent never answers itself.
 func (r *room) isOwn(m *wire.Message) bool {
 	return m.SenderType == "Agent" && m.SenderID == r.s.agentID()
+}
+
+// ledgerFailed logs a ledger call that failed, with what it was about: an
+// error, unless the call was cut off because the shell is stopping (its
+// context cancelled), which says nothing about the ledger.
+func (s *Shell) ledgerFailed(msg string, err error, args ...any) {
+	level := slog.LevelError
+	if errors.Is(err, context.Canceled) {
+		level = slog.LevelDebug
+	}
+	s.log.Log(context.Background(), level, msg, append(args, "err", err)...)
 }

@@ -20,7 +20,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 	ledger := r.s.cfg.Ledger
 	pending, err := ledger.AckPending(hard, r.id, m.ID)
 	if err != nil {
-		r.s.log.Error("bandonce: ledger read failed", "room", r.id, "message", m.ID, "err", err)
+		r.s.ledgerFailed("bandonce: ledger read failed", err, "room", r.id, "message", m.ID)
 		return stepBackoff
 	}
 	if pending || r.consumeOnServe[m.ID] || r.isOwn(m) {
@@ -211,7 +211,7 @@ func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome)
 		// Written before the mark, so a crash after it settles the next
 		// delivery with the mark alone.
 		if err := ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
-			r.s.log.Error("bandonce: ledger write failed", "room", r.id, "message", m.ID, "err", err)
+			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
 		}
 	}
 	mctx, cancel := r.s.markCtx(ctx)
@@ -219,7 +219,7 @@ func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome)
 	if _, err := r.s.api.Processed(mctx, r.id, m.ID); err != nil {
 		r.s.log.Warn("bandonce: processed mark failed; only the mark will be retried", "room", r.id, "message", m.ID, "err", err)
 		if err := ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
-			r.s.log.Error("bandonce: ledger write failed", "room", r.id, "message", m.ID, "err", err)
+			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
 		}
 		r.s.emit(Outcome{Kind: AckPending, RoomID: r.id, MessageID: m.ID, Attempt: attempt, DedupKey: o.DedupKey})
 		return r.failed("POST processed", err)
@@ -251,7 +251,7 @@ func (r *room) forget(ctx context.Context, id string) {
 	delete(r.unsent, id)
 	delete(r.consumeOnServe, id)
 	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, id, false); err != nil {
-		r.s.log.Error("bandonce: ledger write failed", "room", r.id, "message", id, "err", err)
+		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", id)
 	}
 }
 
@@ -287,7 +287,7 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, cause error) ste
 	}
 	// From here only the consuming marks are owed, whatever happens.
 	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
-		r.s.log.Error("bandonce: ledger write failed", "room", r.id, "message", m.ID, "err", err)
+		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
 	}
 	return r.ackOnly(ctx, m, Outcome{Kind: DeadLettered, Err: cause})
 }

@@ -296,7 +296,7 @@ func (t *turn) step(ctx context.Context, name string, fn func(context.Context, s
 	defer cancel()
 	result, done, err := ledger.Step(ectx, r.id, t.msgID, name)
 	if err != nil {
-		r.s.log.Error("bandonce: ledger read failed; not running the step", "room", r.id, "message", t.msgID, "step", name, "err", err)
+		r.s.ledgerFailed("bandonce: ledger read failed; not running the step", err, "room", r.id, "message", t.msgID, "step", name)
 		return nil, fmt.Errorf("bandonce: step %q: ledger read: %w", name, err)
 	}
 	if done {
@@ -319,7 +319,7 @@ func (t *turn) step(ctx context.Context, name string, fn func(context.Context, s
 	if err := ledger.SetStep(wctx, r.id, t.msgID, name, result); err != nil {
 		// fn's effect stands and its result is good; only a later
 		// delivery would run the step again, with the same key.
-		r.s.log.Error("bandonce: ledger write failed; the step may run again on a redelivery", "room", r.id, "message", t.msgID, "step", name, "err", err)
+		r.s.ledgerFailed("bandonce: ledger write failed; the step may run again on a redelivery", err, "room", r.id, "message", t.msgID, "step", name)
 	}
 	return result, nil
 }

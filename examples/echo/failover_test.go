@@ -526,7 +526,15 @@ func TestAPausedHolderPostsNothingWhenItWakes(t *testing.T) {
 		}
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 		require.NoError(t, <-p.done, "SIGTERM exits 0; stderr: %s", p.stderr.String())
-		assert.Empty(t, p.stderr.String(), "nothing on stderr unless asked")
+	}
+	assert.Empty(t, pb.stderr.String(), "nothing on stderr unless asked")
+	// The woken holder says what happened to it, and only that: its lease
+	// ran out (so its writes and requests were refused), and the new
+	// holder's connection superseded its socket.
+	for _, line := range strings.Split(strings.TrimSpace(pa.stderr.String()), "\n") {
+		if line != "" {
+			assert.Regexp(t, `lease|supersed|took over`, line, "the woken holder reports only that it lost its lease")
+		}
 	}
 	f.truth(t).requireEveryMessageEchoedOnce(t, ids)
 }
