@@ -47,6 +47,9 @@ func (s *Shell) identify(ctx context.Context, api *wire.Client) (*wire.Agent, er
 	}
 	if binder, ok := s.cfg.Ledger.(AgentBinder); ok {
 		if err := binder.BindAgent(ctx, me.ID); err != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx) // stopped while binding: not a refusal
+			}
 			return nil, fmt.Errorf("bandonce: the ledger refused agent %s (@%s): %w", me.ID, me.Handle, err)
 		}
 	}

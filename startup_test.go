@@ -2,6 +2,7 @@ package bandonce_test
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -211,4 +212,29 @@ func (l *logs) count(level slog.Level, parts ...string) int {
 		}
 	}
 	return n
+}
+
+// slowBinder binds only once its context ends, as a ledger on a slow disk
+// or a distant database would when the shell is stopped meanwhile.
+type slowBinder struct{ *bandonce.MemoryLedger }
+
+func (slowBinder) BindAgent(ctx context.Context, _ string) error {
+	<-ctx.Done()
+	return fmt.Errorf("read the ledger's agent: %w", context.Cause(ctx))
+}
+
+// A shell stopped while its ledger is binding stops cleanly: the binding
+// was cut off, not refused (found by examples/tools' process test, whose
+// SIGTERM came during the bbolt ledger's binding).
+func TestStoppedWhileTheLedgerBindsIsACleanStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		cfg := w.config(echo)
+		cfg.Ledger = slowBinder{bandonce.NewMemoryLedger()}
+		s, err := bandonce.New(cfg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		assert.NoError(t, s.Run(ctx))
+	})
 }
