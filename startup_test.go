@@ -2,8 +2,8 @@ package bandonce_test
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -220,7 +220,7 @@ type slowBinder struct{ *bandonce.MemoryLedger }
 
 func (slowBinder) BindAgent(ctx context.Context, _ string) error {
 	<-ctx.Done()
-	return fmt.Errorf("read the ledger's agent: %w", context.Cause(ctx))
+	return fmt.Errorf("read the ledger's agent: %v", context.Cause(ctx)) // as bbolt says it: not wrapped
 }
 
 // A shell stopped while its ledger is binding stops cleanly: the binding
