@@ -145,6 +145,8 @@ func ReapOrphans() int {
 	if !subreaper.Load() {
 		return 0
 	}
+	starting.Lock()
+	defer starting.Unlock()
 	self, selfGroup := os.Getpid(), syscall.Getpgrp()
 	n := 0
 	for range 10 {
@@ -165,13 +167,19 @@ func ReapOrphans() int {
 			return n
 		}
 		for _, o := range orphans {
+			if now, ok := readStat(o.pid); !ok || now.ppid != self {
+				continue // reaped since the listing (by os/exec's Wait): gone, not an orphan
+			}
 			killTree(o.pid, nil)
 			if o.pgid != selfGroup && o.pgid > 1 && o.pgid != o.pid {
 				_ = signalGroup(o.pgid, syscall.SIGKILL) // a group whose leader is gone
 			}
+			// A child os/exec reaped after the listing (a stale entry) is
+			// not ours to count: only a process Wait4 reaps here is.
 			var ws syscall.WaitStatus
-			_, _ = syscall.Wait4(o.pid, &ws, 0, nil)
-			n++
+			if pid, err := syscall.Wait4(o.pid, &ws, 0, nil); err == nil && pid == o.pid {
+				n++
+			}
 		}
 	}
 	return n

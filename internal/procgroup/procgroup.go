@@ -45,18 +45,28 @@ type Process struct {
 // that ReapOrphans never waits for a child os/exec is waiting for.
 var started sync.Map
 
+// starting is held (shared) by Start from the fork until the pid is in
+// started, and (exclusively) by ReapOrphans while it looks for orphans.
+var starting sync.RWMutex
+
 // Start starts cmd as the leader of a new process group. cmd must not
 // have been started; its SysProcAttr, if set, keeps its other fields.
 func Start(cmd *exec.Cmd, opts Options) (*Process, error) {
 	if err := configure(cmd, opts); err != nil {
 		return nil, err
 	}
+	// Between the fork and the record of its pid, the child would look
+	// like an orphan to a ReapOrphans running meanwhile (bandonce verify
+	// runs schedules in parallel): the two exclude each other.
+	starting.RLock()
 	if err := cmd.Start(); err != nil {
+		starting.RUnlock()
 		return nil, err
 	}
 	p := &Process{cmd: cmd, done: make(chan struct{})}
 	pid := cmd.Process.Pid
 	started.Store(pid, true)
+	starting.RUnlock()
 	go func() {
 		p.err = cmd.Wait()
 		started.Delete(pid)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +22,10 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("PROCGROUP_SUBREAPER_HELPER") == "1" {
 		subreaperHelper()
+		return
+	}
+	if os.Getenv("PROCGROUP_RACE_HELPER") == "1" {
+		raceHelper()
 		return
 	}
 	goleak.VerifyTestMain(m)
@@ -172,4 +177,61 @@ func TestReapOrphansTakesWhatDeadLeadersLeftOnly(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
 	assert.Contains(t, string(out), "OK")
+}
+
+// raceHelper, a subreaper, starts children on four goroutines while a
+// fifth reaps orphans as fast as it can, as bandonce verify does when its
+// schedules run in parallel: a child Start has forked but not yet
+// recorded must never be taken for an orphan.
+func raceHelper() {
+	if err := BecomeSubreaper(); err != nil {
+		fmt.Printf("FAIL BecomeSubreaper: %v\n", err)
+		os.Exit(1)
+	}
+	stop := make(chan struct{})
+	reaped := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				reaped <- n
+				return
+			default:
+				n += ReapOrphans()
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	killed := 0
+	for range 4 {
+		wg.Go(func() {
+			for range 50 {
+				p, err := Start(exec.Command("sleep", "30"), Options{DieWithParent: true})
+				if err != nil {
+					fmt.Printf("FAIL start: %v\n", err)
+					os.Exit(1)
+				}
+				time.Sleep(5 * time.Millisecond)
+				if p.Exited() {
+					mu.Lock()
+					killed++
+					mu.Unlock()
+				}
+				p.Kill()
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	fmt.Printf("killed %d of 200 children as orphans; reaped %d\n", killed, <-reaped)
+}
+
+func TestAChildBeingStartedIsNoOrphan(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "PROCGROUP_RACE_HELPER=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "killed 0 of 200 children as orphans; reaped 0")
 }
