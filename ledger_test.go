@@ -9,36 +9,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/ledgertest"
 )
 
-func TestMemoryLedgerStepsRoundTripAndAreCopied(t *testing.T) {
-	ctx := context.Background()
-	l := bandonce.NewMemoryLedger()
-	_, ok, err := l.Step(ctx, "room-1", "m1", "charge")
-	require.NoError(t, err)
-	assert.False(t, ok)
-
-	result := []byte("ch_1")
-	require.NoError(t, l.SetStep(ctx, "room-1", "m1", "charge", result))
-	result[0] = 'X' // the caller's buffer is not the record
-	got, ok, err := l.Step(ctx, "room-1", "m1", "charge")
-	require.NoError(t, err)
-	require.True(t, ok)
-	assert.Equal(t, "ch_1", string(got))
-	got[0] = 'Y' // nor is the returned slice
-	again, _, _ := l.Step(ctx, "room-1", "m1", "charge")
-	assert.Equal(t, "ch_1", string(again))
-
-	for _, other := range [][3]string{{"room-2", "m1", "charge"}, {"room-1", "m2", "charge"}, {"room-1", "m1", "refund"}} {
-		_, ok, err := l.Step(ctx, other[0], other[1], other[2])
-		require.NoError(t, err)
-		assert.False(t, ok, "%v", other)
-	}
-
-	require.NoError(t, l.SetStep(ctx, "room-1", "m1", "empty", nil))
-	_, ok, err = l.Step(ctx, "room-1", "m1", "empty")
-	require.NoError(t, err)
-	assert.True(t, ok, "an empty result is still a record")
+// MemoryLedger is not durable: the suite judges it without a reopen.
+func TestMemoryLedgerKeepsTheContract(t *testing.T) {
+	t.Run("NewMemoryLedger", func(t *testing.T) {
+		ledgertest.Run(t, func(*testing.T) bandonce.Ledger { return bandonce.NewMemoryLedger() }, nil)
+	})
+	t.Run("zero value", func(t *testing.T) {
+		ledgertest.Run(t, func(*testing.T) bandonce.Ledger { return &bandonce.MemoryLedger{} }, nil)
+	})
 }
 
 func TestMemoryLedgerEvictsTheOldestStepsPastItsCap(t *testing.T) {
@@ -56,4 +37,28 @@ func TestMemoryLedgerEvictsTheOldestStepsPastItsCap(t *testing.T) {
 	state, err := l.Key(ctx, "room-1", "k")
 	require.NoError(t, err)
 	assert.Equal(t, bandonce.KeyAccepted, state, "steps and keys have separate caps")
+}
+
+func TestMemoryLedgerEvictsTheOldestKeysPastItsCapButNoAckPendingRecord(t *testing.T) {
+	ctx := context.Background()
+	l := &bandonce.MemoryLedger{MaxKeysPerRoom: 3}
+	for i := range 5 {
+		id := fmt.Sprint("m", i)
+		require.NoError(t, l.SetAckPending(ctx, "room-1", id, true))
+		require.NoError(t, l.SetKey(ctx, "room-1", bandonce.DefaultKey(id), bandonce.KeyAccepted))
+	}
+	require.NoError(t, l.SetKey(ctx, "room-1", bandonce.DefaultKey("m2"), bandonce.KeyIntent))
+	require.NoError(t, l.SetKey(ctx, "room-2", "k", bandonce.KeyAccepted))
+	for i, want := range []bandonce.KeyState{bandonce.KeyUnknown, bandonce.KeyUnknown, bandonce.KeyIntent, bandonce.KeyAccepted, bandonce.KeyAccepted} {
+		id := fmt.Sprint("m", i)
+		state, err := l.Key(ctx, "room-1", bandonce.DefaultKey(id))
+		require.NoError(t, err)
+		assert.Equal(t, want, state, "key of %s: the cap counts first writes, and a rewrite keeps its place", id)
+		pending, err := l.AckPending(ctx, "room-1", id)
+		require.NoError(t, err)
+		assert.True(t, pending, "ack-pending records are never evicted")
+	}
+	state, err := l.Key(ctx, "room-2", "k")
+	require.NoError(t, err)
+	assert.Equal(t, bandonce.KeyAccepted, state, "each room has its own cap")
 }
