@@ -11,146 +11,52 @@ import (
 	"testing"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/ledgertest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-func TestKeyRoundTripsEveryState(t *testing.T) {
-	ctx := context.Background()
-	l, _ := openNew(t)
-	for _, state := range []bandonce.KeyState{
-		bandonce.KeyIntent, bandonce.KeyAccepted, bandonce.KeyDuplicateDropped, bandonce.KeyIntent, bandonce.KeyUnknown,
-	} {
-		require.NoError(t, l.SetKey(ctx, "room-1", "msg:1", state))
-		got, err := l.Key(ctx, "room-1", "msg:1")
-		require.NoError(t, err)
-		assert.Equal(t, state, got)
-	}
-	assert.Zero(t, countRecords(t, l, keysBucket), "KeyUnknown deletes the record")
+// The bandonce.Ledger contract. A reopen opens a copy of the file taken
+// while the ledger is still open, as a crash of the process would leave
+// it: what a call wrote must be in the file, committed, when it returns.
+func TestLedgerKeepsTheContract(t *testing.T) {
+	ledgertest.Run(t,
+		func(t *testing.T) bandonce.Ledger {
+			l, _ := openNew(t)
+			return l
+		},
+		func(t *testing.T, l bandonce.Ledger) bandonce.Ledger {
+			crashed := l.(*Ledger)
+			snapshot, err := os.ReadFile(crashed.path)
+			require.NoError(t, err)
+			path := filepath.Join(t.TempDir(), "after-a-crash.ledger")
+			require.NoError(t, os.WriteFile(path, snapshot, fileMode))
+			require.NoError(t, crashed.Close()) // as the dead process's file handle would be
+			return openAt(t, path)
+		})
 }
 
-func TestKeyOfAnUnseenKeyIsUnknown(t *testing.T) {
-	l, _ := openNew(t)
-	got, err := l.Key(context.Background(), "room-1", "never-set")
-	require.NoError(t, err)
-	assert.Equal(t, bandonce.KeyUnknown, got)
-	assert.True(t, l.Durable())
-}
-
-func TestAckPendingRoundTripsAndDoneDeletes(t *testing.T) {
+// KeyUnknown and a cleared ack-pending record delete theirs, so settled
+// messages take no room.
+func TestDeletionsLeaveNoRecord(t *testing.T) {
 	ctx := context.Background()
 	l, _ := openNew(t)
-	pending, err := l.AckPending(ctx, "room-1", "m1")
-	require.NoError(t, err)
-	assert.False(t, pending)
-
-	require.NoError(t, l.SetAckPending(ctx, "room-1", "m1", true))
-	pending, err = l.AckPending(ctx, "room-1", "m1")
-	require.NoError(t, err)
-	assert.True(t, pending)
-
-	require.NoError(t, l.SetAckPending(ctx, "room-1", "m1", false))
-	pending, err = l.AckPending(ctx, "room-1", "m1")
-	require.NoError(t, err)
-	assert.False(t, pending)
-	assert.Zero(t, countRecords(t, l, acksBucket))
-}
-
-func TestDoneMessagesDoNotGrowTheAckRecords(t *testing.T) {
-	ctx := context.Background()
-	l, _ := openNew(t)
+	require.NoError(t, l.SetKey(ctx, "room-1", "msg:1", bandonce.KeyAccepted))
+	require.NoError(t, l.SetKey(ctx, "room-1", "msg:1", bandonce.KeyUnknown))
 	for i := range 50 {
 		id := fmt.Sprintf("m%d", i)
 		require.NoError(t, l.SetAckPending(ctx, "room-1", id, true))
 		require.NoError(t, l.SetAckPending(ctx, "room-1", id, false))
 	}
-	assert.Zero(t, countRecords(t, l, acksBucket))
-}
-
-func TestRecordsAreNamespacedPerRoom(t *testing.T) {
-	ctx := context.Background()
-	l, _ := openNew(t)
-	require.NoError(t, l.SetKey(ctx, "room-a", "k", bandonce.KeyAccepted))
-	require.NoError(t, l.SetKey(ctx, "ab", "c", bandonce.KeyIntent))
-	require.NoError(t, l.SetAckPending(ctx, "room-a", "m", true))
-
-	for _, tc := range []struct {
-		room, key string
-		want      bandonce.KeyState
-	}{
-		{"room-a", "k", bandonce.KeyAccepted},
-		{"room-b", "k", bandonce.KeyUnknown},
-		{"ab", "c", bandonce.KeyIntent},
-		{"a", "bc", bandonce.KeyUnknown}, // same bytes joined, other room
-		{"abc", "", bandonce.KeyUnknown},
-	} {
-		got, err := l.Key(ctx, tc.room, tc.key)
-		require.NoError(t, err)
-		assert.Equal(t, tc.want, got, "room %q key %q", tc.room, tc.key)
-	}
-	pending, err := l.AckPending(ctx, "room-b", "m")
-	require.NoError(t, err)
-	assert.False(t, pending)
-}
-
-func TestReopenKeepsEverything(t *testing.T) {
-	ctx := context.Background()
-	l, path := openNew(t)
-	want := map[[2]string]bandonce.KeyState{}
-	states := []bandonce.KeyState{bandonce.KeyIntent, bandonce.KeyAccepted, bandonce.KeyDuplicateDropped}
-	for r := range 3 {
-		for k := range 30 {
-			room, key := fmt.Sprintf("room-%d", r), fmt.Sprintf("key-%d", k)
-			state := states[(r+k)%len(states)]
-			require.NoError(t, l.SetKey(ctx, room, key, state))
-			want[[2]string{room, key}] = state
-		}
-		require.NoError(t, l.SetAckPending(ctx, fmt.Sprintf("room-%d", r), "pending", true))
-		require.NoError(t, l.SetAckPending(ctx, fmt.Sprintf("room-%d", r), "done", true))
-		require.NoError(t, l.SetAckPending(ctx, fmt.Sprintf("room-%d", r), "done", false))
-	}
-	require.NoError(t, l.Close())
-
-	reopened := openAt(t, path)
-	assert.Equal(t, Stats{}, reopened.Stats(), "stats count from Open")
-	for rk, state := range want {
-		got, err := reopened.Key(ctx, rk[0], rk[1])
-		require.NoError(t, err)
-		assert.Equal(t, state, got, "room %q key %q", rk[0], rk[1])
-	}
-	for r := range 3 {
-		pending, err := reopened.AckPending(ctx, fmt.Sprintf("room-%d", r), "pending")
-		require.NoError(t, err)
-		assert.True(t, pending)
-		done, err := reopened.AckPending(ctx, fmt.Sprintf("room-%d", r), "done")
-		require.NoError(t, err)
-		assert.False(t, done)
-	}
-}
-
-// The intent must be in the file, committed, when SetKey returns: a copy
-// of the file taken at that moment, as a crash would leave it, has it.
-func TestIntentIsCommittedBeforeSetKeyReturns(t *testing.T) {
-	ctx := context.Background()
-	l, path := openNew(t)
-	require.NoError(t, l.SetKey(ctx, "room-1", "msg:1", bandonce.KeyIntent))
-	assert.Equal(t, int64(1), l.Stats().Syncs)
-
-	snapshot, err := os.ReadFile(path)
-	require.NoError(t, err)
-	copyPath := path + ".crash-copy"
-	require.NoError(t, os.WriteFile(copyPath, snapshot, 0o600))
-	crashed := openAt(t, copyPath)
-	got, err := crashed.Key(ctx, "room-1", "msg:1")
-	require.NoError(t, err)
-	assert.Equal(t, bandonce.KeyIntent, got)
+	assert.Zero(t, countRecords(t, l, keysBucket), "KeyUnknown deletes the record")
+	assert.Zero(t, countRecords(t, l, acksBucket), "done messages take no room")
 }
 
 func TestStatsCountCommitsAndBytes(t *testing.T) {
 	ctx := context.Background()
-	l, _ := openNew(t)
+	l, path := openNew(t)
 	require.NoError(t, l.SetKey(ctx, "room-1", "k", bandonce.KeyIntent))
 	first := l.Stats()
 	assert.Equal(t, int64(1), first.Syncs)
@@ -164,6 +70,77 @@ func TestStatsCountCommitsAndBytes(t *testing.T) {
 	require.NoError(t, l.SetKey(ctx, "room-1", "k", bandonce.KeyAccepted))
 	assert.Equal(t, int64(2), l.Stats().Syncs)
 	assert.Greater(t, l.Stats().BytesWritten, first.BytesWritten)
+	require.NoError(t, l.SetStep(ctx, "room-1", "m1", "charge", []byte("ch_1")))
+	assert.Equal(t, int64(3), l.Stats().Syncs, "a step is one commit")
+
+	require.NoError(t, l.Close())
+	assert.Equal(t, Stats{}, openAt(t, path).Stats(), "stats count from Open")
+}
+
+// Commits from many rooms at once are each counted once.
+func TestStatsCountTheCommitsOfConcurrentRooms(t *testing.T) {
+	ctx := context.Background()
+	l, _ := openNew(t)
+	const rooms, messages = 8, 15
+	var wg sync.WaitGroup
+	for r := range rooms {
+		room := fmt.Sprintf("room-%d", r)
+		wg.Go(func() {
+			for m := range messages {
+				id := fmt.Sprintf("m%d", m)
+				assert.NoError(t, l.SetKey(ctx, room, bandonce.DefaultKey(id), bandonce.KeyIntent))
+				assert.NoError(t, l.SetKey(ctx, room, bandonce.DefaultKey(id), bandonce.KeyAccepted))
+				assert.NoError(t, l.SetAckPending(ctx, room, id, true))
+				if m < messages-1 {
+					assert.NoError(t, l.SetAckPending(ctx, room, id, false))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(rooms*(4*messages-1)), l.Stats().Syncs)
+	assert.Equal(t, rooms*messages, countRecords(t, l, keysBucket))
+	assert.Equal(t, rooms, countRecords(t, l, acksBucket))
+}
+
+// The suite lets a ledger either honour an ended context or ignore it;
+// this one refuses every call, and every call once it is closed.
+func TestCallsFailOnACancelledContextOrAClosedLedger(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		close bool
+		want  error
+	}{
+		{"cancelled context", cancelled, false, context.Canceled},
+		{"closed ledger", context.Background(), true, ErrClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := openNew(t)
+			if tc.close {
+				require.NoError(t, l.Close())
+				require.NoError(t, l.Close(), "a second Close does nothing")
+			}
+			_, keyErr := l.Key(tc.ctx, "room-1", "k")
+			_, ackErr := l.AckPending(tc.ctx, "room-1", "m")
+			_, _, stepErr := l.Step(tc.ctx, "room-1", "m", "s")
+			_, pruneErr := l.Prune(tc.ctx, l.now())
+			for call, err := range map[string]error{
+				"SetKey":        l.SetKey(tc.ctx, "room-1", "k", bandonce.KeyIntent),
+				"SetAckPending": l.SetAckPending(tc.ctx, "room-1", "m", true),
+				"SetStep":       l.SetStep(tc.ctx, "room-1", "m", "s", nil),
+				"Key":           keyErr,
+				"AckPending":    ackErr,
+				"Step":          stepErr,
+				"Prune":         pruneErr,
+			} {
+				assert.ErrorIs(t, err, tc.want, call)
+			}
+			assert.Zero(t, l.Stats().Syncs, "nothing was committed")
+		})
+	}
 }
 
 func TestSetKeyRejectsStatesThatAreNotKeyStates(t *testing.T) {
@@ -173,35 +150,6 @@ func TestSetKeyRejectsStatesThatAreNotKeyStates(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidState, "state %d", state)
 	}
 	assert.Zero(t, l.Stats().Syncs)
-}
-
-func TestCancelledContextWritesNothing(t *testing.T) {
-	l, _ := openNew(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	require.ErrorIs(t, l.SetKey(ctx, "room-1", "k", bandonce.KeyIntent), context.Canceled)
-	require.ErrorIs(t, l.SetAckPending(ctx, "room-1", "m", true), context.Canceled)
-	_, err := l.Key(ctx, "room-1", "k")
-	require.ErrorIs(t, err, context.Canceled)
-	_, err = l.AckPending(ctx, "room-1", "m")
-	require.ErrorIs(t, err, context.Canceled)
-	assert.Zero(t, countRecords(t, l, keysBucket)+countRecords(t, l, acksBucket))
-}
-
-func TestClosedLedgerFailsWithErrClosed(t *testing.T) {
-	ctx := context.Background()
-	l, _ := openNew(t)
-	require.NoError(t, l.Close())
-	require.NoError(t, l.Close(), "a second Close does nothing")
-
-	require.ErrorIs(t, l.SetKey(ctx, "room-1", "k", bandonce.KeyIntent), ErrClosed)
-	require.ErrorIs(t, l.SetAckPending(ctx, "room-1", "m", true), ErrClosed)
-	_, err := l.Key(ctx, "room-1", "k")
-	require.ErrorIs(t, err, ErrClosed)
-	_, err = l.AckPending(ctx, "room-1", "m")
-	require.ErrorIs(t, err, ErrClosed)
-	_, err = l.Prune(ctx, l.now())
-	require.ErrorIs(t, err, ErrClosed)
 }
 
 func TestOversizedKeyIsAnErrorNotAPanic(t *testing.T) {
@@ -234,49 +182,6 @@ func TestDamagedRecordIsReportedAsCorrupt(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorrupt)
 	_, err = l.Prune(ctx, l.now().Add(1))
 	require.ErrorIs(t, err, ErrCorrupt)
-}
-
-func TestConcurrentRooms(t *testing.T) {
-	ctx := context.Background()
-	l, path := openNew(t)
-	const rooms, messages = 8, 15
-	var wg sync.WaitGroup
-	for r := range rooms {
-		room := fmt.Sprintf("room-%d", r)
-		wg.Go(func() {
-			for m := range messages {
-				id := fmt.Sprintf("m%d", m)
-				key := bandonce.DefaultKey(id)
-				assert.NoError(t, l.SetKey(ctx, room, key, bandonce.KeyIntent))
-				state, err := l.Key(ctx, room, key)
-				assert.NoError(t, err)
-				assert.Equal(t, bandonce.KeyIntent, state)
-				assert.NoError(t, l.SetKey(ctx, room, key, bandonce.KeyAccepted))
-				assert.NoError(t, l.SetAckPending(ctx, room, id, true))
-				// Leave the last message's mark outstanding.
-				if m < messages-1 {
-					assert.NoError(t, l.SetAckPending(ctx, room, id, false))
-				}
-			}
-		})
-	}
-	wg.Wait()
-	assert.Equal(t, int64(rooms*(4*messages-1)), l.Stats().Syncs)
-	require.NoError(t, l.Close())
-
-	reopened := openAt(t, path)
-	for r := range rooms {
-		room := fmt.Sprintf("room-%d", r)
-		for m := range messages {
-			state, err := reopened.Key(ctx, room, bandonce.DefaultKey(fmt.Sprintf("m%d", m)))
-			require.NoError(t, err)
-			assert.Equal(t, bandonce.KeyAccepted, state)
-		}
-		pending, err := reopened.AckPending(ctx, room, fmt.Sprintf("m%d", messages-1))
-		require.NoError(t, err)
-		assert.True(t, pending)
-	}
-	assert.Equal(t, rooms, countRecords(t, reopened, acksBucket))
 }
 
 // bbolt opens a file whose record pages are damaged (it reads only the
