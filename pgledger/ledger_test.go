@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/ledgertest"
 )
 
 // newLedger opens testAgent's store in a fresh schema and leads with it.
@@ -22,133 +23,38 @@ func newLedger(t *testing.T) (*testDB, *Ledger) {
 	return db, tm.ledger
 }
 
-func TestKeyRoundTripsEveryState(t *testing.T) {
-	ctx := context.Background()
-	db, l := newLedger(t)
-	for _, state := range []bandonce.KeyState{
-		bandonce.KeyIntent, bandonce.KeyAccepted, bandonce.KeyDuplicateDropped, bandonce.KeyIntent, bandonce.KeyUnknown,
-	} {
-		require.NoError(t, l.SetKey(ctx, "room-1", "msg:1", state))
-		got, err := l.Key(ctx, "room-1", "msg:1")
-		require.NoError(t, err)
-		assert.Equal(t, state, got)
+// The bandonce.Ledger contract. A reopen is the next holder: the leader
+// stops (releasing its lease, which writes no record) and another process,
+// with its own pool and Store, leads with the next epoch.
+func TestLedgerKeepsTheContract(t *testing.T) {
+	testDSN(t) // skips once, saying why, without a database
+	type holder struct {
+		db     *testDB
+		leader *leader
 	}
-	assert.Zero(t, db.count(t, `SELECT count(*) FROM {s}.keys`), "KeyUnknown deletes the record")
-	require.NoError(t, l.SetKey(ctx, "room-1", "never-set", bandonce.KeyUnknown), "deleting what is not there is no error")
+	holders := map[*Ledger]holder{}
+	ledgertest.Run(t,
+		func(t *testing.T) bandonce.Ledger {
+			db := newTestDB(t)
+			ld, tm := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
+			holders[tm.ledger] = holder{db, ld}
+			return tm.ledger
+		},
+		func(t *testing.T, l bandonce.Ledger) bandonce.Ledger {
+			was := holders[l.(*Ledger)]
+			was.leader.stop()
+			require.NoError(t, was.leader.wait(t))
+			other := &testDB{dsn: was.db.dsn, pool: newPool(t, was.db.dsn), schema: was.db.schema}
+			ld, tm := lead(t, other.open(t, other.opts(testAgent, "holder-b")))
+			assert.Equal(t, l.(*Ledger).Epoch()+1, tm.ledger.Epoch(), "the next holder's epoch")
+			holders[tm.ledger] = holder{was.db, ld}
+			return tm.ledger
+		})
 }
 
-func TestKeyOfAnUnseenKeyIsUnknown(t *testing.T) {
-	_, l := newLedger(t)
-	got, err := l.Key(context.Background(), "room-1", "never-set")
-	require.NoError(t, err)
-	assert.Equal(t, bandonce.KeyUnknown, got)
-	assert.True(t, l.Durable())
-}
-
-func TestAckPendingRoundTripsAndDoneDeletes(t *testing.T) {
-	ctx := context.Background()
-	db, l := newLedger(t)
-	pending, err := l.AckPending(ctx, "room-1", "m1")
-	require.NoError(t, err)
-	assert.False(t, pending)
-
-	require.NoError(t, l.SetAckPending(ctx, "room-1", "m1", true))
-	require.NoError(t, l.SetAckPending(ctx, "room-1", "m1", true), "setting twice is no error")
-	pending, err = l.AckPending(ctx, "room-1", "m1")
-	require.NoError(t, err)
-	assert.True(t, pending)
-
-	require.NoError(t, l.SetAckPending(ctx, "room-1", "m1", false))
-	pending, err = l.AckPending(ctx, "room-1", "m1")
-	require.NoError(t, err)
-	assert.False(t, pending)
-	assert.Zero(t, db.count(t, `SELECT count(*) FROM {s}.acks`), "done messages take no room")
-}
-
-func TestRecordsAreNamespacedPerRoomAndAgent(t *testing.T) {
-	ctx := context.Background()
-	db := newTestDB(t)
-	_, a := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
-	_, b := lead(t, db.open(t, db.opts("agent-other", "holder-b")))
-	require.NoError(t, a.ledger.SetKey(ctx, "room-a", "k", bandonce.KeyAccepted))
-	require.NoError(t, a.ledger.SetKey(ctx, "ab", "c", bandonce.KeyIntent))
-	require.NoError(t, a.ledger.SetAckPending(ctx, "room-a", "m", true))
-
-	for _, tc := range []struct {
-		ledger    *Ledger
-		room, key string
-		want      bandonce.KeyState
-	}{
-		{a.ledger, "room-a", "k", bandonce.KeyAccepted},
-		{a.ledger, "room-b", "k", bandonce.KeyUnknown},
-		{a.ledger, "ab", "c", bandonce.KeyIntent},
-		{a.ledger, "a", "bc", bandonce.KeyUnknown},
-		{b.ledger, "room-a", "k", bandonce.KeyUnknown}, // another agent's
-		{b.ledger, "ab", "c", bandonce.KeyUnknown},
-	} {
-		got, err := tc.ledger.Key(ctx, tc.room, tc.key)
-		require.NoError(t, err)
-		assert.Equal(t, tc.want, got, "agent %q room %q key %q", tc.ledger.lease.agent, tc.room, tc.key)
-	}
-	for _, l := range []*Ledger{a.ledger, b.ledger} {
-		pending, err := l.AckPending(ctx, "room-b", "m")
-		require.NoError(t, err)
-		assert.False(t, pending)
-	}
-	pending, err := b.ledger.AckPending(ctx, "room-a", "m")
-	require.NoError(t, err)
-	assert.False(t, pending, "another agent's ack-pending record")
-	assert.Equal(t, int64(1), a.ledger.Epoch())
-	assert.Equal(t, int64(1), b.ledger.Epoch(), "each agent has a lease of its own")
-}
-
-// What one holder wrote, the next one reads: the ledger is the
-// database's, not the process's.
-func TestTheNextHolderReadsEverything(t *testing.T) {
-	ctx := context.Background()
-	db := newTestDB(t)
-	first, tm := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
-	want := map[[2]string]bandonce.KeyState{}
-	states := []bandonce.KeyState{bandonce.KeyIntent, bandonce.KeyAccepted, bandonce.KeyDuplicateDropped}
-	for r := range 3 {
-		room := fmt.Sprintf("room-%d", r)
-		for k := range 20 {
-			key := fmt.Sprintf("key-%d", k)
-			state := states[(r+k)%len(states)]
-			require.NoError(t, tm.ledger.SetKey(ctx, room, key, state))
-			want[[2]string{room, key}] = state
-		}
-		require.NoError(t, tm.ledger.SetAckPending(ctx, room, "pending", true))
-		require.NoError(t, tm.ledger.SetAckPending(ctx, room, "done", true))
-		require.NoError(t, tm.ledger.SetAckPending(ctx, room, "done", false))
-	}
-	assert.Equal(t, Stats{Writes: 60 + 9}, tm.ledger.Stats())
-	first.stop()
-	require.NoError(t, first.wait(t))
-
-	// Another process, its own pool.
-	other := &testDB{dsn: db.dsn, pool: newPool(t, db.dsn), schema: db.schema}
-	_, next := lead(t, other.open(t, db.opts(testAgent, "holder-b")))
-	assert.Equal(t, int64(2), next.ledger.Epoch())
-	for rk, state := range want {
-		got, err := next.ledger.Key(ctx, rk[0], rk[1])
-		require.NoError(t, err)
-		assert.Equal(t, state, got, "room %q key %q", rk[0], rk[1])
-	}
-	for r := range 3 {
-		pending, err := next.ledger.AckPending(ctx, fmt.Sprintf("room-%d", r), "pending")
-		require.NoError(t, err)
-		assert.True(t, pending)
-		done, err := next.ledger.AckPending(ctx, fmt.Sprintf("room-%d", r), "done")
-		require.NoError(t, err)
-		assert.False(t, done)
-	}
-	assert.Equal(t, Stats{Reads: 60 + 6}, next.ledger.Stats())
-}
-
-// The intent must be committed when SetKey returns: another connection,
-// which sees only committed rows, reads it at once.
-func TestIntentIsCommittedBeforeSetKeyReturns(t *testing.T) {
+// Stronger than the suite's reopen: a write is committed when it returns,
+// so another connection reads it while its writer still leads.
+func TestWritesAreVisibleToOtherConnectionsWhenTheyReturn(t *testing.T) {
 	ctx := context.Background()
 	db, l := newLedger(t)
 	observer := newPool(t, db.dsn)
@@ -160,6 +66,116 @@ func TestIntentIsCommittedBeforeSetKeyReturns(t *testing.T) {
 			testAgent, "room-1", key).Scan(&state))
 		assert.Equal(t, int(bandonce.KeyIntent), state)
 	}
+	require.NoError(t, l.SetStep(ctx, "room-1", "m1", "charge", []byte("ch_1")))
+	var result []byte
+	require.NoError(t, observer.QueryRow(ctx, `SELECT result FROM `+db.schema+`.steps WHERE agent_id = $1 AND room = 'room-1' AND message_id = 'm1' AND name = 'charge'`, testAgent).Scan(&result))
+	assert.Equal(t, "ch_1", string(result))
+}
+
+// Agents share the tables, never their records nor their leases.
+func TestRecordsAreNamespacedPerAgent(t *testing.T) {
+	ctx := context.Background()
+	db := newTestDB(t)
+	_, a := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
+	_, b := lead(t, db.open(t, db.opts("agent-other", "holder-b")))
+	require.NoError(t, a.ledger.SetKey(ctx, "room-a", "k", bandonce.KeyAccepted))
+	require.NoError(t, a.ledger.SetAckPending(ctx, "room-a", "m", true))
+	require.NoError(t, a.ledger.SetStep(ctx, "room-a", "m1", "charge", []byte("a")))
+
+	state, err := b.ledger.Key(ctx, "room-a", "k")
+	require.NoError(t, err)
+	assert.Equal(t, bandonce.KeyUnknown, state, "another agent's key")
+	pending, err := b.ledger.AckPending(ctx, "room-a", "m")
+	require.NoError(t, err)
+	assert.False(t, pending, "another agent's ack-pending record")
+	_, ok, err := b.ledger.Step(ctx, "room-a", "m1", "charge")
+	require.NoError(t, err)
+	assert.False(t, ok, "another agent's step")
+	assert.Equal(t, int64(1), a.ledger.Epoch())
+	assert.Equal(t, int64(1), b.ledger.Epoch(), "each agent has a lease of its own")
+}
+
+// KeyUnknown and a cleared ack-pending record delete their rows, so
+// settled messages take no room.
+func TestDeletionsLeaveNoRow(t *testing.T) {
+	ctx := context.Background()
+	db, l := newLedger(t)
+	require.NoError(t, l.SetKey(ctx, "room-1", "msg:1", bandonce.KeyAccepted))
+	require.NoError(t, l.SetKey(ctx, "room-1", "msg:1", bandonce.KeyUnknown))
+	require.NoError(t, l.SetAckPending(ctx, "room-1", "m1", true))
+	require.NoError(t, l.SetAckPending(ctx, "room-1", "m1", false))
+	assert.Zero(t, db.count(t, `SELECT count(*) FROM {s}.keys`), "KeyUnknown deletes the record")
+	assert.Zero(t, db.count(t, `SELECT count(*) FROM {s}.acks`), "done messages take no room")
+}
+
+// Stats count every statement, from many rooms at once too, and each
+// Ledger counts its own.
+func TestStatsCountEveryStatement(t *testing.T) {
+	ctx := context.Background()
+	db := newTestDB(t)
+	first, tm := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
+	l := tm.ledger
+	const rooms, messages = 8, 10
+	var wg sync.WaitGroup
+	for r := range rooms {
+		room := fmt.Sprintf("room-%d", r)
+		wg.Go(func() {
+			for m := range messages {
+				id := fmt.Sprintf("m%d", m)
+				assert.NoError(t, l.SetKey(ctx, room, bandonce.DefaultKey(id), bandonce.KeyIntent))
+				_, err := l.Key(ctx, room, bandonce.DefaultKey(id))
+				assert.NoError(t, err)
+				assert.NoError(t, l.SetKey(ctx, room, bandonce.DefaultKey(id), bandonce.KeyAccepted))
+				assert.NoError(t, l.SetAckPending(ctx, room, id, true))
+				if m < messages-1 {
+					assert.NoError(t, l.SetAckPending(ctx, room, id, false))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	want := Stats{Reads: rooms * messages, Writes: rooms * (4*messages - 1)}
+	assert.Equal(t, want, l.Stats())
+	assert.Equal(t, rooms*messages, db.count(t, `SELECT count(*) FROM {s}.keys WHERE state = 2`))
+	assert.Equal(t, rooms, db.count(t, `SELECT count(*) FROM {s}.acks`))
+
+	require.NoError(t, l.SetStep(ctx, "room-0", "m0", "charge", []byte("ch_1")))
+	_, _, err := l.Step(ctx, "room-0", "m0", "charge")
+	require.NoError(t, err)
+	_, err = l.AckPending(ctx, "room-0", "m0")
+	require.NoError(t, err)
+	want.Reads, want.Writes = want.Reads+2, want.Writes+1
+	assert.Equal(t, want, l.Stats(), "Step and AckPending are reads, SetStep a write")
+
+	first.stop()
+	require.NoError(t, first.wait(t))
+	_, next := lead(t, db.open(t, db.opts(testAgent, "holder-b")))
+	assert.Equal(t, Stats{}, next.ledger.Stats())
+	_, err = next.ledger.Key(ctx, "room-0", "k")
+	require.NoError(t, err)
+	assert.Equal(t, Stats{Reads: 1}, next.ledger.Stats())
+}
+
+// The suite lets a ledger either honour an ended context or ignore it;
+// this one refuses every call and writes nothing.
+func TestCancelledContextWritesNothing(t *testing.T) {
+	db, l := newLedger(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, keyErr := l.Key(ctx, "room-1", "k")
+	_, ackErr := l.AckPending(ctx, "room-1", "m")
+	_, _, stepErr := l.Step(ctx, "room-1", "m", "s")
+	for call, err := range map[string]error{
+		"SetKey":        l.SetKey(ctx, "room-1", "k", bandonce.KeyIntent),
+		"SetAckPending": l.SetAckPending(ctx, "room-1", "m", true),
+		"SetStep":       l.SetStep(ctx, "room-1", "m", "s", nil),
+		"Key":           keyErr,
+		"AckPending":    ackErr,
+		"Step":          stepErr,
+	} {
+		assert.ErrorIs(t, err, context.Canceled, call)
+	}
+	assert.Zero(t, db.count(t, `SELECT (SELECT count(*) FROM {s}.keys) + (SELECT count(*) FROM {s}.acks) + (SELECT count(*) FROM {s}.steps)`))
 }
 
 func TestSetKeyRejectsStatesThatAreNotKeyStates(t *testing.T) {
@@ -169,19 +185,6 @@ func TestSetKeyRejectsStatesThatAreNotKeyStates(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidState, "state %d", state)
 	}
 	assert.Zero(t, l.Stats().Writes, "nothing was sent")
-}
-
-func TestCancelledContextWritesNothing(t *testing.T) {
-	db, l := newLedger(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	require.ErrorIs(t, l.SetKey(ctx, "room-1", "k", bandonce.KeyIntent), context.Canceled)
-	require.ErrorIs(t, l.SetAckPending(ctx, "room-1", "m", true), context.Canceled)
-	_, err := l.Key(ctx, "room-1", "k")
-	require.ErrorIs(t, err, context.Canceled)
-	_, err = l.AckPending(ctx, "room-1", "m")
-	require.ErrorIs(t, err, context.Canceled)
-	assert.Zero(t, db.count(t, `SELECT (SELECT count(*) FROM {s}.keys) + (SELECT count(*) FROM {s}.acks)`))
 }
 
 // Keys PostgreSQL cannot store (a NUL byte, invalid UTF-8, too long for
@@ -214,33 +217,4 @@ func TestAForeignStateIsReportedNotTrusted(t *testing.T) {
 	_, err := l.Key(context.Background(), "room-1", "odd")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "holds state 9, not a key state")
-}
-
-func TestConcurrentRooms(t *testing.T) {
-	ctx := context.Background()
-	db, l := newLedger(t)
-	const rooms, messages = 8, 10
-	var wg sync.WaitGroup
-	for r := range rooms {
-		room := fmt.Sprintf("room-%d", r)
-		wg.Go(func() {
-			for m := range messages {
-				id := fmt.Sprintf("m%d", m)
-				key := bandonce.DefaultKey(id)
-				assert.NoError(t, l.SetKey(ctx, room, key, bandonce.KeyIntent))
-				state, err := l.Key(ctx, room, key)
-				assert.NoError(t, err)
-				assert.Equal(t, bandonce.KeyIntent, state)
-				assert.NoError(t, l.SetKey(ctx, room, key, bandonce.KeyAccepted))
-				assert.NoError(t, l.SetAckPending(ctx, room, id, true))
-				if m < messages-1 { // leave the last mark outstanding
-					assert.NoError(t, l.SetAckPending(ctx, room, id, false))
-				}
-			}
-		})
-	}
-	wg.Wait()
-	assert.Equal(t, Stats{Reads: rooms * messages, Writes: rooms * (4*messages - 1)}, l.Stats())
-	assert.Equal(t, rooms*messages, db.count(t, `SELECT count(*) FROM {s}.keys WHERE state = 2`))
-	assert.Equal(t, rooms, db.count(t, `SELECT count(*) FROM {s}.acks`))
 }
