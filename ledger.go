@@ -55,7 +55,8 @@ type Ledger interface {
 	SetAckPending(ctx context.Context, room, messageID string, pending bool) error
 	// Step returns the result a journaled step (Message.Step) recorded
 	// for a message, and whether one is recorded. A recorded empty result
-	// is ok with a nil or empty slice.
+	// is ok with a nil or empty slice. The result is the caller's: the
+	// ledger keeps no reference to it.
 	Step(ctx context.Context, room, messageID, name string) (result []byte, ok bool, err error)
 	// SetStep records a step's result. The record must be durable, if the
 	// ledger is, before SetStep returns: the shell returns the result to
