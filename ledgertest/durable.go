@@ -10,8 +10,9 @@ import (
 	"github.com/band-once/bandonce"
 )
 
-// The checks of what survives a reopen, and of many rooms at once.
-
+// durableChecks hold a ledger to what Durable() says: the checks that
+// reopen it run only when Run is given a reopen, which a durable ledger
+// must be.
 var durableChecks = []check{
 	{name: "SaysWhatItPromises", run: func(t tester, s *session) {
 		l := s.open()
@@ -91,6 +92,8 @@ var durableChecks = []check{
 	}},
 }
 
+// concurrencyChecks call the ledger as the shell does: one goroutine a
+// room, all at once.
 var concurrencyChecks = []check{
 	{name: "OneGoroutineARoom", run: func(t tester, s *session) {
 		l := s.open()

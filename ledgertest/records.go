@@ -9,8 +9,8 @@ import (
 	"github.com/band-once/bandonce"
 )
 
-// The checks of what one ledger records and reads back.
-
+// keyChecks, ackChecks, stepChecks and namespaceChecks: what one ledger
+// records, it reads back, and only under the names it was recorded.
 var keyChecks = []check{
 	{name: "UnseenIsUnknown", run: func(t tester, s *session) {
 		l := s.open()
