@@ -25,9 +25,9 @@
 // those checks are skipped, saying so, since such a ledger promises nothing
 // across a restart.
 //
-// The suite writes at most a few hundred records a ledger, in rooms named
-// room-N; a ledger that forgets records past a cap (as MemoryLedger does
-// past MaxKeysPerRoom) needs a cap of at least 100 per room.
+// A check writes at most a few hundred records, and fewer than 50 of a
+// kind in any one room: a ledger that forgets records past a cap (as
+// MemoryLedger does past MaxKeysPerRoom) passes with a cap of 50 or more.
 //
 // Check runs the same checks outside a test and returns what failed.
 package ledgertest
