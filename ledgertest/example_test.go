@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/ledgertest"
@@ -24,15 +25,20 @@ func ExampleCheck() {
 // buffer: the handler that goes on using the buffer changes the record.
 type stepsByReference struct {
 	*bandonce.MemoryLedger
+	mu    sync.Mutex
 	steps map[[3]string][]byte
 }
 
 func (l *stepsByReference) SetStep(_ context.Context, room, messageID, name string, result []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.steps[[3]string{room, messageID, name}] = result
 	return nil
 }
 
 func (l *stepsByReference) Step(_ context.Context, room, messageID, name string) ([]byte, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	result, ok := l.steps[[3]string{room, messageID, name}]
 	return result, ok, nil
 }
