@@ -59,18 +59,28 @@ func benchmarkMessages(b *testing.B, h bandonce.Handler, ledger func(*fakeband.A
 			b.Fatal(err)
 		}
 	}
+	trips, elapsed := settleAll(b, band, bandonce.Config{
+		APIKey: agent.Key, BaseURL: band.BaseURL(), HTTPClient: band.HTTPClient(),
+		Handler: h, Ledger: ledger(&agent),
+	})
+	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/msg")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+}
+
+// settleAll runs a shell made from cfg (polling, no socket) until it has
+// settled b.N deliveries, timing that alone, and returns the requests
+// the messages cost (messageRequests) and the time it took.
+func settleAll(b *testing.B, band *fakeband.Band, cfg bandonce.Config) (trips int, elapsed time.Duration) {
+	b.Helper()
 	done := make(chan struct{})
 	settled := 0
-	shell, err := bandonce.New(bandonce.Config{
-		APIKey: agent.Key, BaseURL: band.BaseURL(), HTTPClient: band.HTTPClient(),
-		Handler: h, DisableSocket: true, PollInterval: time.Hour,
-		Ledger: ledger(&agent),
-		Hooks: bandonce.Hooks{Outcome: func(bandonce.Outcome) {
-			if settled++; settled == b.N {
-				close(done)
-			}
-		}},
-	})
+	cfg.DisableSocket, cfg.PollInterval = true, time.Hour
+	cfg.Hooks.Outcome = func(bandonce.Outcome) {
+		if settled++; settled == b.N {
+			close(done)
+		}
+	}
+	shell, err := bandonce.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,16 +92,20 @@ func benchmarkMessages(b *testing.B, h bandonce.Handler, ledger func(*fakeband.A
 	ran := make(chan error, 1)
 	go func() { ran <- shell.Run(ctx) }()
 	<-done
-	elapsed := time.Since(start)
+	elapsed = time.Since(start)
 	b.StopTimer()
 	cancel()
 	if err := <-ran; err != nil {
 		b.Fatal(err)
 	}
-	after := band.Requests()
-	// One /next served each message; the empty ones around the drain are
-	// idle polling, not the message's cost.
-	trips := b.N
+	return messageRequests(before, band.Requests(), b.N), elapsed
+}
+
+// messageRequests counts the requests messages cost: everything but
+// start-up and the /next polls that found nothing, one /next per message
+// served.
+func messageRequests(before, after map[fakeband.Endpoint]int, messages int) int {
+	trips := messages
 	for ep, n := range after {
 		switch ep {
 		case fakeband.EndpointMe, fakeband.EndpointChats, fakeband.EndpointSocket, fakeband.EndpointNext:
@@ -99,8 +113,7 @@ func benchmarkMessages(b *testing.B, h bandonce.Handler, ledger func(*fakeband.A
 			trips += n - before[ep]
 		}
 	}
-	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/msg")
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	return trips
 }
 
 // BenchmarkIdleRoom measures what an idle room costs the shell: b.N rooms

@@ -31,21 +31,6 @@ func effectsHandler(k, e int) bandonce.Handler {
 	}
 }
 
-// turnRequests counts the requests the messages' turns cost: everything
-// but start-up and the /next polls that found nothing, one /next per
-// message served.
-func turnRequests(before, after map[fakeband.Endpoint]int, messages int) int {
-	trips := messages
-	for ep, n := range after {
-		switch ep {
-		case fakeband.EndpointMe, fakeband.EndpointChats, fakeband.EndpointSocket, fakeband.EndpointNext:
-		default:
-			trips += n - before[ep]
-		}
-	}
-	return trips
-}
-
 // A first delivery of a turn with k sends and e events costs k + e + 4
 // requests: /next, processing, the k sends, the e events, the reply,
 // processed. No room is read.
@@ -63,7 +48,7 @@ func TestAFirstDeliveryOfATurnCostsKPlusEPlusFourRequests(t *testing.T) {
 				settle(10 * time.Second)
 				require.NoError(t, stop())
 				after := w.band.Requests()
-				assert.Equal(t, messages*(c.k+c.e+4), turnRequests(before, after, messages))
+				assert.Equal(t, messages*(c.k+c.e+4), messageRequests(before, after, messages))
 				assert.Zero(t, after[fakeband.EndpointContext], "no room read")
 				assert.Len(t, w.replies(w.rooms[0]), messages*(c.k+1))
 				assert.Len(t, w.band.ChatEvents(w.rooms[0].ID), messages*c.e)
@@ -86,34 +71,9 @@ func BenchmarkTurn(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	done := make(chan struct{})
-	settled := 0
-	shell, err := bandonce.New(bandonce.Config{
-		APIKey: agent.Key, BaseURL: band.BaseURL(), HTTPClient: band.HTTPClient(),
-		Handler: effectsHandler(k, e), DisableSocket: true, PollInterval: time.Hour,
-		Hooks: bandonce.Hooks{Outcome: func(bandonce.Outcome) {
-			if settled++; settled == b.N {
-				close(done)
-			}
-		}},
+	trips, elapsed := settleAll(b, band, bandonce.Config{
+		APIKey: agent.Key, BaseURL: band.BaseURL(), HTTPClient: band.HTTPClient(), Handler: effectsHandler(k, e),
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	before := band.Requests()
-	ctx, cancel := context.WithCancel(context.Background())
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	ran := make(chan error, 1)
-	go func() { ran <- shell.Run(ctx) }()
-	<-done
-	elapsed := time.Since(start)
-	b.StopTimer()
-	cancel()
-	if err := <-ran; err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(turnRequests(before, band.Requests(), b.N))/float64(b.N), "round-trips/turn")
+	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/turn")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "turns/s")
 }
