@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce/internal/procverify"
 )
 
 // witness returns the witness lines of a receipt.
@@ -83,7 +86,7 @@ func TestVerifyCatchesAnAgentDeafToSignals(t *testing.T) {
 		"supersede":     "supersede: the agent (life 1)",
 	} {
 		t.Run(check, func(t *testing.T) {
-			p := start(t, nil, bin, "verify", "-check", check, "-schedules", "3", "--", agent, "-deaf")
+			p := start(t, nil, bin, "verify", "-check", check, "-schedules", "3", "-grace", "3s", "--", agent, "-deaf")
 			code := p.wait(t, 3*time.Minute)
 			out := p.stdout.String()
 			require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
@@ -91,6 +94,29 @@ func TestVerifyCatchesAnAgentDeafToSignals(t *testing.T) {
 			assert.LessOrEqual(t, len(witness(out)), 2, "a message and the signal:\n%s", out)
 		})
 	}
+}
+
+// A supersede that comes last, well after the last message was said, finds
+// the agent done with everything and leaves it nothing to send: a deaf agent is caught by still running, however early
+// the schedule runs out (CI once saw three such schedules pass).
+func TestVerifyCatchesADeafAgentSupersededLast(t *testing.T) {
+	check, ok := procverify.CheckNamed("supersede")
+	require.True(t, ok)
+	seed := int64(-1)
+	for s := range int64(1000) {
+		events := check.Build(s, true).Events
+		if last := events[len(events)-1]; last.Kind == procverify.Supersede && last.After >= 400*time.Millisecond {
+			seed = s
+			break
+		}
+	}
+	require.NotEqual(t, int64(-1), seed, "some seed puts the supersede last")
+	bin, agent := bandonceBin(t), flawedBin(t)
+	p := start(t, nil, bin, "verify", "-seed", strconv.FormatInt(seed, 10), "-check", "supersede", "-schedules", "1", "-shrink", "0", "-grace", "2s", "--", agent, "-deaf")
+	code := p.wait(t, 2*time.Minute)
+	out := p.stdout.String()
+	require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+	assert.Regexp(t, `supersede: the agent \(life 1\) (was still running|sent)`, out)
 }
 
 func TestVerifyCannotRunSaysWhy(t *testing.T) {

@@ -266,6 +266,19 @@ func (s *sim) terminate() {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
 	l := s.current()
+	if l != nil && l.reason() == endSuperseded {
+		// A superseded life was told to go: it gets what is left of its
+		// grace, and is judged, however early the schedule ran out.
+		t := time.NewTimer(time.Until(l.supersededAt.Add(s.cfg.Grace)))
+		select {
+		case <-l.proc.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		l.judgeSupersede(s)
+		s.endLife(l, endSuperseded)
+		return
+	}
 	if l == nil || l.proc.Exited() || l.reason() != "" {
 		if l != nil {
 			s.endLife(l, endTerminated)
