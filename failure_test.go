@@ -1,7 +1,6 @@
 package bandonce_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 func TestNewRejectsBadConfig(t *testing.T) {
@@ -139,24 +139,6 @@ func (c *corrupting) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// logBuffer collects log lines for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 func TestMalformedServerAnswersAreLoggedAndNothingIsLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 1)
@@ -169,7 +151,7 @@ func TestMalformedServerAnswersAreLoggedAndNothingIsLost(t *testing.T) {
 			`{"nodata": {}}`,                                // no envelope
 			`{"data":"` + strings.Repeat("x", 5<<20) + `"}`, // oversized
 		}}
-		logs := &logBuffer{}
+		logs := &safebuf.Buffer{}
 		cfg := w.config(echo)
 		cfg.HTTPClient = &http.Client{Transport: bad}
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -187,7 +169,7 @@ func TestRoomTheAgentIsNotInIsLeftAndOthersServed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 1)
 		id := w.say(w.rooms[0], "hi")
-		logs := &logBuffer{}
+		logs := &safebuf.Buffer{}
 		cfg := w.config(echo)
 		cfg.Rooms = []string{"00000000-0000-0000-0000-00000000dead", w.rooms[0].ID}
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -204,7 +186,7 @@ func TestPanickingHandlerIsAFailureWithItsStackLogged(t *testing.T) {
 		w := newWorld(t, 1)
 		id := w.say(w.rooms[0], "hi")
 		var calls atomic.Int32
-		logs := &logBuffer{}
+		logs := &safebuf.Buffer{}
 		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 			if calls.Add(1) == 1 {
 				panic("kaboom")

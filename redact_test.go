@@ -1,7 +1,6 @@
 package bandonce_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 // canaryKey is recognisable anywhere; its core, the characters after
@@ -34,27 +34,9 @@ func traces(key string) []string {
 	return []string{key, key[7:min(len(key), 17)]}
 }
 
-// lockedBuffer is a log sink shared by the shell's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // observed is everything one shell run put out.
 type observed struct {
-	logs     lockedBuffer // text and JSON records, Debug and up
+	logs     safebuf.Buffer // text and JSON records, Debug and up
 	mu       sync.Mutex
 	outcomes []string // each Outcome, Err included, as %+v prints it
 	runErr   error

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 // holding reports whether a term still leads.
@@ -98,7 +99,7 @@ func TestAStandbyTakesOverWhenTheHolderStopsRenewing(t *testing.T) {
 // RunLeader stands by until the lease is free again.
 func TestLosingTheLeaseCancelsTheLeaderAndItStandsBy(t *testing.T) {
 	db := newTestDB(t)
-	var logs syncBuffer
+	var logs safebuf.Buffer
 	opts := db.opts(testAgent, "holder-a")
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	l, a := lead(t, db.open(t, opts))

@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 func TestOpenCreatesTheSchemaOnce(t *testing.T) {
@@ -162,7 +164,7 @@ func TestOpenWaitsOutAnUnreachableDatabase(t *testing.T) {
 	dsn := testDSN(t)
 	p := newProxy(t, dsn)
 	pool := p.pool(t, dsn)
-	var logs syncBuffer
+	var logs safebuf.Buffer
 	opts := Options{AgentID: testAgent, Schema: fmt.Sprintf("t_open_%d", time.Now().UnixNano()), Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	t.Cleanup(func() {
 		_, err := newPool(t, dsn).Exec(context.Background(), "DROP SCHEMA IF EXISTS "+opts.Schema+" CASCADE")
@@ -188,24 +190,6 @@ func TestOpenWaitsOutAnUnreachableDatabase(t *testing.T) {
 	p.setCut(false)
 	require.NoError(t, <-opened)
 	assert.Contains(t, logs.String(), "database reachable again")
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // A server that speaks PostgreSQL's protocol but is not PostgreSQL (or

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 // result is what one in-process run of the command gave.
@@ -35,7 +36,7 @@ func runCommand(url string, args ...string) result {
 
 // served is an in-process serve, stopped by cancelling its context.
 type served struct {
-	stdout, stderr syncBuffer
+	stdout, stderr safebuf.Buffer
 	cancel         context.CancelFunc
 	code           chan int
 	env            map[string]string

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 // A backgrounded "go run ./cmd/fakeband" killed with SIGTERM: the go
@@ -26,7 +28,7 @@ func TestServerStopsWhenGoRunIsTerminated(t *testing.T) {
 	// Its own process group, so that cleanup can end the server too if the
 	// test fails while it still runs.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stdout, stderr syncBuffer
+	var stdout, stderr safebuf.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})

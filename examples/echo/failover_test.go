@@ -25,6 +25,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 // postgresEnv names the variable pointing the tests at a PostgreSQL; .ci/run
@@ -82,7 +84,7 @@ func startFakebandServer(t *testing.T) *fakebandServer {
 	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/fakeband").CombinedOutput()
 	require.NoError(t, err, string(out))
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
-	var stdout, stderr syncBuffer
+	var stdout, stderr safebuf.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Start())
 	done := make(chan error, 1)
@@ -340,24 +342,6 @@ func (tp *tap) startIn(t *testing.T, bin string, env []string) *agentProc {
 	p := startAgent(t, bin, env...)
 	tp.proc = p.cmd
 	return p
-}
-
-// syncBuffer is a bytes.Buffer a process and a test may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // percentile returns the p-th percentile (nearest rank) of ds.

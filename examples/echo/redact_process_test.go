@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,33 +13,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 // canaryKey is recognisable in any output.
 const canaryKey = "band_a_L3AKC4NARY0123456789abcdef"
 
-// lockedBuffer collects a process's stderr while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // verboseAgent runs the agent with -v, its stderr readable as it runs.
 type verboseAgent struct {
 	cmd    *exec.Cmd
-	stderr lockedBuffer
+	stderr safebuf.Buffer
 	done   chan error
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 // buildTools compiles this command into dir.
@@ -135,28 +136,9 @@ func (k *killProxy) requests() []string {
 // agentProc is the tools agent running as a separate process.
 type agentProc struct {
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr safebuf.Buffer
 	done           chan struct{} // closed once the process has exited
 	err            error         // Wait's answer, once done is closed
-}
-
-// syncBuffer is a bytes.Buffer the process's output copier and the test
-// can use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startAgent(t *testing.T, bin string, env []string) *agentProc {

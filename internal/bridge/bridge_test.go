@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/internal/procgroup"
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,24 +30,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func msg(id string) *bandonce.Message {
 	return &bandonce.Message{ID: id, RoomID: "room-1", SenderID: "ada", Attempt: 2,
 		Content: "@[[0b6c3f5e-8f1a-4c1e-9d2b-3a4b5c6d7e8f]] hello there"}
-}
-
-// lockedBuffer collects log output from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // quiet is Options whose logs go nowhere.
@@ -61,7 +43,7 @@ func script(t *testing.T, body string) []string {
 }
 
 func TestCommandGetsTheMessageAndItsOutputIsTheReply(t *testing.T) {
-	var logs lockedBuffer
+	var logs safebuf.Buffer
 	c, err := NewCommand(script(t, `
 printf 'body=%s\n' "$(cat)"
 echo "id=$BAND_MESSAGE_ID room=$BAND_ROOM_ID sender=$BAND_SENDER_ID attempt=$BAND_ATTEMPT key=$BAND_DEDUP_KEY"

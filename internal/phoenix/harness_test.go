@@ -1,7 +1,6 @@
 package phoenix_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/band-once/bandonce/internal/phoenix"
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -25,7 +25,7 @@ type recorder struct {
 	disconnects []error
 	joinErrors  []joinError
 	pushes      map[string][]push
-	logs        syncBuffer
+	logs        safebuf.Buffer
 }
 
 type joinError struct {
@@ -100,24 +100,6 @@ func (r *recorder) pushesOn(topic string) []push {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]push(nil), r.pushes[topic]...)
-}
-
-// syncBuffer is a log sink that handlers on several goroutines may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // running is a Run call in progress.
