@@ -33,6 +33,14 @@ var ErrUnauthorized = errors.New("bandonce: API key rejected")
 // belongs to another agent than Config.AgentID names. Nothing is fetched.
 var ErrAgentMismatch = errors.New("bandonce: the API key belongs to another agent")
 
+// ErrKeyInOutput is wrapped, with Permanent, by the error of a reply, a
+// Message.Send or a Message.Event whose text, mentions, dedup key or
+// metadata contain the agent's API key (raw, trimmed, URL-escaped or
+// quoted): it is never sent, and a final reply that holds it is
+// dead-lettered. The error, and the failure reason Band stores, do not
+// quote the key.
+var ErrKeyInOutput = errors.New("bandonce: the output contains the agent's API key; it is never sent to the room")
+
 // StartError is returned by Run and Drain when Band could not be reached at
 // start within Config.StartTimeout: every try of a start-up call failed
 // with a connection error, a timeout, 429 or 5xx.
