@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "verify":
 		return verifyMain(ctx, args[1:], stdout, stderr)
 	case "run":
-		return runMain(ctx, args[1:], os.Getenv, stderr)
+		return runMain(ctx, args[1:], os.Environ(), stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
