@@ -121,8 +121,9 @@ func (c *Client) dial(ctx context.Context, target string) (*websocket.Conn, erro
 	if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 		var body []byte
 		if resp.Body != nil {
-			// Dial has already cut the body down to its first KiB.
-			body, _ = io.ReadAll(resp.Body)
+			// Dial has already cut the body down to its first KiB; the
+			// limit here keeps it so whatever the dialer does.
+			body, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 		}
 		ue := parseUpgradeError(resp.StatusCode, resp.Header, body)
 		ue.Code = c.key.Scrub(ue.Code)
