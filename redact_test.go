@@ -418,3 +418,25 @@ func TestOutputHoldingTheKeyIsRefusedAndDeadLettered(t *testing.T) {
 		assertNoTrace(t, agent.Key, reasons...)
 	}
 }
+
+// A REST root or a socket URL that redirects to another origin is a
+// configuration error: Run ends at once with ErrCrossOriginRedirect, long
+// before its start-up budget, and the redirect's target never gets the key.
+func TestACrossOriginRedirectEndsRunAtOnce(t *testing.T) {
+	_, agent, base := listeningBand(t)
+	for name, urls := range map[string]func(th *thief) (rest, socket string){
+		"REST":   func(th *thief) (string, string) { return redirectingTo(t, th, agent.Key).URL + "/api/v1", "" },
+		"socket": func(th *thief) (string, string) { return base, wsURL(redirectingTo(t, th, agent.Key)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			th := newThief(t)
+			rest, socket := urls(th)
+			o := runUntil(t, bandonce.Config{APIKey: agent.Key, BaseURL: rest, SocketURL: socket, Handler: echo,
+				StartTimeout: time.Hour}, func(*observed) bool { return false })
+			require.ErrorIs(t, o.runErr, bandonce.ErrCrossOriginRedirect)
+			assert.Contains(t, o.runErr.Error(), "must not redirect to another origin")
+			assert.Zero(t, th.keys.Load(), "the redirect's target got the key")
+			assertNoTrace(t, agent.Key, o.texts()...)
+		})
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/band-once/bandonce/internal/keyguard"
 )
 
 // UpgradeError is a WebSocket upgrade the server answered with an HTTP
@@ -197,8 +199,10 @@ func secondsToDuration(secs float64) time.Duration {
 	return time.Duration(secs * float64(time.Second))
 }
 
-// isFatal reports whether err ends Run instead of being retried.
+// isFatal reports whether err ends Run instead of being retried: an
+// upgrade refused for good, or a redirect to another origin, which no
+// retry can change and which would carry the key.
 func isFatal(err error) bool {
 	var ue *UpgradeError
-	return errors.As(err, &ue) && ue.Fatal()
+	return errors.As(err, &ue) && ue.Fatal() || errors.Is(err, keyguard.ErrCrossOriginRedirect)
 }
