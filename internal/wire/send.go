@@ -10,9 +10,10 @@ import (
 	"net/url"
 )
 
-// MaxBodyBytes bounds a response body. Band's largest answer is a page of
-// 100 messages; a body past this is a broken or hostile server, and
-// reading it whole would only cost memory.
+// MaxBodyBytes is the default cap on a response body, the one a Client
+// has until SetMaxBodyBytes. Band's largest answer is a page of 100
+// messages; a body past the cap is not read whole (it becomes a
+// *TooLargeError), because reading it would only cost memory.
 const MaxBodyBytes = 4 << 20
 
 // request is one logical call, before it becomes an *http.Request.
@@ -85,18 +86,18 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 		return nil, callError(ctx, r.endpoint, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	limit := c.bodyLimit()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 	if err != nil {
 		return nil, callError(ctx, r.endpoint, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, newAPIError(r.endpoint, resp, raw)
 	}
-	res := &response{endpoint: r.endpoint, status: resp.StatusCode, body: raw}
-	if len(raw) > MaxBodyBytes {
-		return nil, res.protocolError(fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes))
+	if len(raw) > limit {
+		return nil, tooLarge(r.endpoint, resp, raw, limit)
 	}
-	return res, nil
+	return &response{endpoint: r.endpoint, status: resp.StatusCode, body: raw}, nil
 }
 
 // callError names the endpoint on a failed call and, when ctx is done,
