@@ -2,14 +2,12 @@ package bandonce
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/band-once/bandonce/internal/core"
 	"github.com/band-once/bandonce/internal/wire"
 )
-
-// contextPageSize is the largest page /context serves; the guard reads as
-// few pages as it can.
-const contextPageSize = 100
 
 // guardIndex is a room's memory of the dedup keys on the agent's own posts,
 // with the place its last read of /context ended, so a later guard reads
@@ -31,15 +29,15 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 	if g.keys[key] {
 		return true, nil
 	}
-	cursor := g.resume
-	for {
-		page, err := api.Context(ctx, room, cursor, contextPageSize)
-		if err != nil {
-			return false, err
-		}
+	last, err := api.WalkContext(ctx, room, g.resume, func(page *wire.ContextPage) error {
 		for _, item := range page.Items {
 			if item.SenderID != self || item.SenderType != "Agent" {
 				continue
+			}
+			if page.Oversize != nil {
+				// The agent's own post, too large to read back: whether it
+				// carries this key cannot be known.
+				return fmt.Errorf("%w: the agent's own message %s cannot be read back: %w", errUnreadableRoom, item.ID, page.Oversize)
 			}
 			if k, ok := core.ParseMarker(item.Content); ok {
 				g.add(k)
@@ -48,13 +46,21 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 				g.add(k)
 			}
 		}
-		if !page.HasMore || page.NextCursor == "" {
-			g.resume = cursor
-			return g.keys[key], nil
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, errUnreadableRoom) && (errors.Is(err, wire.ErrTooLarge) || errors.Is(err, wire.ErrCursorRepeated) || errors.Is(err, wire.ErrTooManyPages)) {
+			err = fmt.Errorf("%w: %w", errUnreadableRoom, err)
 		}
-		cursor = page.NextCursor
+		return false, err
 	}
+	g.resume = last
+	return g.keys[key], nil
 }
+
+// errUnreadableRoom marks a guard read that no retry can complete: an
+// item too large to read back, or a server whose paging does not end.
+var errUnreadableRoom = errors.New("the room cannot be read to guard the send")
 
 // release forgets what the index knows, for a room gone idle: the keys
 // and the resume cursor go together (a cursor without the keys read

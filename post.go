@@ -133,6 +133,13 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		case core.ReadRoom:
 			found, err := r.guard.contains(ctx, r.s.api, r.id, r.s.agentID(), e.key)
 			r.guardRead(ctx, found, err)
+			if errors.Is(err, errUnreadableRoom) {
+				// No retry would read it: give the message up rather than
+				// wedge the room behind it, and never send unguarded.
+				r.s.log.Warn("bandonce: cannot read the room to guard a send; giving the message up", "room", r.id, "key", e.key,
+					"url", r.s.cfg.baseURL.String(), "err", err)
+				return false, &sendFailure{kind: failRefused, call: "GET context", err: Permanent(err)}
+			}
 			if err != nil {
 				return false, &sendFailure{kind: failCall, keep: true, call: "GET context", err: err}
 			}
