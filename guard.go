@@ -14,10 +14,11 @@ import (
 // only what is new. It belongs to the room's goroutine.
 type guardIndex struct {
 	keys map[string]bool
-	// resume is the cursor of the last page read. The next read starts
-	// there again, because a last page may grow and Band gives no cursor
-	// past its end; re-reading one page is the price of not missing a post.
-	resume string
+	// resume is where the last read ended: the cursor of its last page,
+	// and the page size that fitted. The next read starts there again,
+	// because a last page may grow and Band gives no cursor past its end;
+	// re-reading one page is the price of not missing a post.
+	resume wire.ContextWalk
 }
 
 // contains reports whether the agent has sent a message or event with key
@@ -29,7 +30,7 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 	if g.keys[key] {
 		return true, nil
 	}
-	last, err := api.WalkContext(ctx, room, g.resume, func(page *wire.ContextPage) error {
+	err := api.WalkContext(ctx, room, &g.resume, func(page *wire.ContextPage) error {
 		for _, item := range page.Items {
 			if item.SenderID != self || item.SenderType != "Agent" {
 				continue
@@ -54,7 +55,6 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 		}
 		return false, err
 	}
-	g.resume = last
 	return g.keys[key], nil
 }
 

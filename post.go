@@ -136,8 +136,12 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 			if errors.Is(err, errUnreadableRoom) {
 				// No retry would read it: give the message up rather than
 				// wedge the room behind it, and never send unguarded.
+				where := r.s.cfg.baseURL.String()
+				if pe := (*wire.PagingError)(nil); errors.As(err, &pe) {
+					where = pe.URL
+				}
 				r.s.log.Warn("bandonce: cannot read the room to guard a send; giving the message up", "room", r.id, "key", e.key,
-					"url", r.s.cfg.baseURL.String(), "err", err)
+					"url", where, "err", err)
 				return false, &sendFailure{kind: failRefused, call: "GET context", err: Permanent(err)}
 			}
 			if err != nil {

@@ -379,7 +379,7 @@ func (c *Client) CreateRoom(ctx context.Context, title string) (Room, error) {
 // ErrTooManyPages), after one warning on Config.Logger naming the URL.
 func (c *Client) Context(ctx context.Context, roomID string) ([]ContextItem, error) {
 	var items []ContextItem
-	_, err := c.api.WalkContext(ctx, roomID, "", func(page *wire.ContextPage) error {
+	err := c.api.WalkContext(ctx, roomID, &wire.ContextWalk{}, func(page *wire.ContextPage) error {
 		for _, m := range page.Items {
 			item := ContextItem{
 				ID: m.ID, Content: m.Content, MessageType: m.MessageType,

@@ -304,6 +304,12 @@ func (c *Client) Post(ctx context.Context, chatID, content string, mentions []Me
 // server's default page size; a limit above 100 is sent as 100.
 func (c *Client) Context(ctx context.Context, chatID, cursor string, limit int) (_ *ContextPage, err error) {
 	defer c.scrub(&err)
+	return c.context(ctx, chatID, cursor, limit, true)
+}
+
+// context is Context; measure false gives up on a body over the cap as
+// soon as it is seen to be, without reading on to learn its size.
+func (c *Client) context(ctx context.Context, chatID, cursor string, limit int, measure bool) (*ContextPage, error) {
 	if err := checkIDs(EndpointContext, chatID); err != nil {
 		return nil, err
 	}
@@ -315,7 +321,7 @@ func (c *Client) Context(ctx context.Context, chatID, cursor string, limit int) 
 		q.Set("limit", strconv.Itoa(min(limit, maxContextLimit)))
 	}
 	res, err := c.send(ctx, request{endpoint: EndpointContext, method: http.MethodGet,
-		path: "/agent/chats/" + url.PathEscape(chatID) + "/context", query: q, retry: true})
+		path: "/agent/chats/" + url.PathEscape(chatID) + "/context", query: q, retry: true, skipMeasure: !measure})
 	if err != nil {
 		return nil, err
 	}
@@ -323,6 +329,7 @@ func (c *Client) Context(ctx context.Context, chatID, cursor string, limit int) 
 	if err != nil {
 		return nil, err
 	}
+	page.bytes = len(res.body)
 	// The reply guard reads the whole room through these pages, so a page
 	// that cannot say whether more follow is an error, not a last page.
 	if !res.hasMetadata() {

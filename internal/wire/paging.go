@@ -84,23 +84,38 @@ func (p *pager) stop(why error) error {
 	return &PagingError{Endpoint: p.endpoint, URL: p.url, Pages: p.pages, Err: why}
 }
 
-// WalkContext reads chatID's context from cursor ("" for the start) to its
-// end, oldest first, handing each page to each, and returns the cursor of
-// the last page read, from which a later walk can resume. An error from
-// each ends the walk with it.
+// ContextWalk is where a walk through a room's context stands, so that a
+// later walk resumes there: the cursor of the last page read ("" for the
+// room's start) and the page size that fitted under the cap (0 for the
+// largest, 100).
+type ContextWalk struct {
+	Cursor string
+	Limit  int
+}
+
+// WalkContext reads chatID's context from w.Cursor to its end, oldest
+// first, handing each page to each, and leaves w at the last page read,
+// from which a later walk can resume. An error from each ends the walk
+// with it, w unchanged.
 //
 // A page too large for the cap is asked again with half the items, down to
-// one; once the walk is past it the pages grow back. A single item too
-// large to read is handed over as its page's skeleton: Oversize set, its
-// Items without content. One whose skeleton could not be read either ends
-// the walk with the *TooLargeError. A repeated cursor, or more than
-// MaxPages pages, ends it with a *PagingError.
-func (c *Client) WalkContext(ctx context.Context, chatID, cursor string, each func(*ContextPage) error) (last string, err error) {
+// one (and later walks start at the size that fitted); the pages grow back
+// while they are well under the cap. A single item too large to read is
+// handed over as its page's skeleton: Oversize set, its Items without
+// content. One whose skeleton could not be read either ends the walk with
+// the *TooLargeError. A repeated cursor, or more than MaxPages pages, ends
+// it with a *PagingError.
+func (c *Client) WalkContext(ctx context.Context, chatID string, w *ContextWalk, each func(*ContextPage) error) (err error) {
 	defer c.scrub(&err)
+	cursor, limit := w.Cursor, w.Limit
+	if limit < 1 || limit > maxContextLimit {
+		limit = maxContextLimit
+	}
 	p := c.newPager(EndpointContext, "/agent/chats/{id}/context", cursor)
-	limit := maxContextLimit
 	for {
-		page, err := c.Context(ctx, chatID, cursor, limit)
+		// Only a single item too large is worth reading on to learn its
+		// size and ids; a larger page is asked again smaller at once.
+		page, err := c.context(ctx, chatID, cursor, limit, limit == 1)
 		var big *TooLargeError
 		switch {
 		case errors.As(err, &big) && limit > 1:
@@ -110,18 +125,21 @@ func (c *Client) WalkContext(ctx context.Context, chatID, cursor string, each fu
 			page = big.Page
 			page.Oversize = big
 		case err != nil:
-			return "", err
+			return err
 		}
 		if err := each(page); err != nil {
-			return "", err
+			return err
 		}
 		if !page.HasMore {
-			return cursor, nil
+			*w = ContextWalk{Cursor: cursor, Limit: limit}
+			return nil
 		}
 		if err := p.advance(page.NextCursor); err != nil {
-			return "", err
+			return err
 		}
 		cursor = page.NextCursor
-		limit = min(limit*2, maxContextLimit)
+		if page.Oversize == nil && page.bytes*2 <= c.bodyLimit() {
+			limit = min(limit*2, maxContextLimit)
+		}
 	}
 }

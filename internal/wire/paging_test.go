@@ -28,14 +28,15 @@ func item(id, content string) string {
 // walk reads every page and returns the ids seen and the pages handed over.
 func walk(t *testing.T, c *Client, from string) (ids []string, pages []*ContextPage, last string, err error) {
 	t.Helper()
-	last, err = c.WalkContext(t.Context(), "c1", from, func(p *ContextPage) error {
+	w := &ContextWalk{Cursor: from}
+	err = c.WalkContext(t.Context(), "c1", w, func(p *ContextPage) error {
 		pages = append(pages, p)
 		for _, m := range p.Items {
 			ids = append(ids, m.ID)
 		}
 		return nil
 	})
-	return ids, pages, last, err
+	return ids, pages, w.Cursor, err
 }
 
 // Paging: a cursor that points back at a page already read ends the walk
@@ -124,6 +125,14 @@ func TestAPageOverTheCapIsAskedAgainSmaller(t *testing.T) {
 	assert.Equal(t, []int{100, 50, 25, 12, 6, 3}, limits[:6], "halved until a page fits")
 	assert.Contains(t, limits, 3)
 	assert.NotContains(t, limits[6:], 100, "never back to a page that cannot fit for long")
+
+	// A later walk resumes at the last page, at the size that fitted.
+	w := &ContextWalk{}
+	require.NoError(t, c.WalkContext(t.Context(), "c1", w, func(*ContextPage) error { return nil }))
+	limits = nil
+	require.NoError(t, c.WalkContext(t.Context(), "c1", w, func(*ContextPage) error { return nil }))
+	assert.Equal(t, []int{w.Limit}, limits, "one request, no oversize page asked first")
+	assert.Less(t, w.Limit, 5)
 }
 
 // Shrinking: one item too large on its own is handed over without its

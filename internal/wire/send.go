@@ -24,6 +24,9 @@ type request struct {
 	query    url.Values
 	body     []byte // nil: no body
 	retry    bool
+	// skipMeasure: a body over the cap is given up on at once, unread
+	// past it (its TooLargeError's Size is a lower bound).
+	skipMeasure bool
 }
 
 // response is a 2xx answer, read in full.
@@ -93,6 +96,9 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, newAPIError(r.endpoint, resp, raw)
+	}
+	if len(raw) > limit && r.skipMeasure {
+		return nil, &TooLargeError{Endpoint: r.endpoint, Cap: limit, Size: int64(len(raw)), AtLeast: true}
 	}
 	if len(raw) > limit {
 		return nil, tooLarge(r.endpoint, resp, raw, limit)
