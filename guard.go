@@ -19,6 +19,9 @@ type guardIndex struct {
 	// because a last page may grow and Band gives no cursor past its end;
 	// re-reading one page is the price of not missing a post.
 	resume wire.ContextWalk
+	// walked: a read reached the room's end, so keys holds every key of
+	// the agent's in the room up to resume.
+	walked bool
 }
 
 // contains reports whether the agent has sent a message or event with key
@@ -55,6 +58,7 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 		}
 		return false, err
 	}
+	g.walked = true
 	return g.keys[key], nil
 }
 

@@ -33,6 +33,10 @@ type room struct {
 	// succeeded: the next delivery consumes them without a handler.
 	consumeOnServe map[string]bool
 
+	// ledgerChecked: a durable ledger was brought up to the room in this
+	// life (catchUpLedger), so its "no record" now means "never tried".
+	ledgerChecked bool
+
 	errStreak     int      // consecutive rounds that ended in an error, for backoff
 	lastStale     string   // a message /next served though Band says it is done
 	stopAnnounced bool     // the log already says this room waits for play
