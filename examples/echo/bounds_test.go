@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -141,4 +143,42 @@ func TestEchoStopsOnACursorThatPointsAtItself(t *testing.T) {
 	require.Len(t, warnings, 2, "one warning per message; stderr: %s", stderr)
 	assert.Contains(t, warnings[0], "url="+base+"/agent/chats/{id}/context")
 	assert.NotContains(t, stderr, agent.Key)
+}
+
+// A bolt ledger restored from an older copy (a backup taken before the
+// reply) has lost the reply's record. Echo, restarted on the restored file
+// after a SIGKILL between its post and its ack, checks the ledger against
+// the room and does not post the reply a second time.
+func TestEchoOnARestoredLedgerDoesNotDoubleAReply(t *testing.T) {
+	bin, band, base := agentWorld(t, 23)
+	agent, ada := band.AddAgent("echo"), band.AddHuman("ada")
+	room := band.AddRoom("restore", ada, agent.ID)
+	dir := t.TempDir()
+	path, backup := filepath.Join(dir, "echo.ledger"), filepath.Join(dir, "backup.ledger")
+	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + base, "BANDONCE_LEDGER=bolt:" + path}
+
+	p := startAgent(t, bin, env...)
+	waitFor(t, "the ledger file", func() bool { _, err := os.Stat(path); return err == nil })
+	stopEcho(t, p)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(backup, data, 0o600)) // the backup: no reply on record
+
+	band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessed, Nth: 1, Kind: fakeband.Delay, Delay: time.Minute})
+	id, err := band.Say(room.ID, ada.ID, "ping", agent.ID)
+	require.NoError(t, err)
+	p = startAgent(t, bin, env...)
+	waitFor(t, "the reply", func() bool { return repliesTo(band, room.ID, agent.ID, id) == 1 })
+	p.kill(t) // between the post and the ack
+	band.ClearFaults()
+	require.Equal(t, "processing", band.Status(agent.ID, id))
+
+	data, err = os.ReadFile(backup)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o600)) // restored: the reply's record is gone
+	p = startAgent(t, bin, env...)
+	waitFor(t, "the message processed", func() bool { return band.Status(agent.ID, id) == "processed" })
+	stderr := stopEcho(t, p)
+	assert.Equal(t, 1, repliesTo(band, room.ID, agent.ID, id), "not doubled")
+	assert.Empty(t, stderr)
 }
