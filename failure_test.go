@@ -467,3 +467,35 @@ func TestAReplyTooLargeToReadBackIsDeadLetteredNamingItsSize(t *testing.T) {
 		assert.Equal(t, bandonce.DeadLettered, outcomes[0].Kind)
 	})
 }
+
+// An own post in the room too large to read back (posted before the cap
+// was lowered, or by another build) leaves the guard unable to tell
+// whether it carries the reply's key: the message is given up,
+// dead-lettered with the size named, never posted unguarded and never
+// retried for ever.
+func TestAGuardThatCannotReadAnOwnPostBackGivesTheMessageUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		_, err := w.band.Say(room.ID, w.agent.ID, strings.Repeat("z", 100_000), w.human.ID)
+		require.NoError(t, err)
+		id := w.say(room, "order-1")
+		cfg := w.config(keyedByBody) // a natural key: the guard reads the room
+		cfg.MaxResponseBytes = 64 << 10
+		stop := w.start(cfg)
+		settle(time.Minute)
+		require.NoError(t, stop())
+
+		assert.Zero(t, w.repliesTo(room, "order-1"), "never posted unguarded")
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id), "given up, not retried for ever")
+		var reasons []string
+		for _, m := range w.band.Marks(w.agent.ID, id) {
+			if m.Kind == "failed" {
+				reasons = append(reasons, m.Error)
+			}
+		}
+		require.Len(t, reasons, 1)
+		assert.Contains(t, reasons[0], "cannot be read back")
+		assert.Regexp(t, `answer of \d+ bytes exceeds the 65536-byte cap`, reasons[0])
+	})
+}
