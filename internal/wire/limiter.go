@@ -1,10 +1,10 @@
 package wire
 
 import (
+	"container/heap"
 	"context"
 	"math"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 )
@@ -30,11 +30,11 @@ type Limiter struct {
 
 	mu        sync.Mutex
 	inFlight  int
-	rate      float64   // starts per second; +Inf until the first 429
-	nextStart time.Time // the earliest start the pacing allows
-	pauseTill time.Time // a Retry-After holds every start until then
-	cutAt     time.Time // the last decrease: 429s of requests started before it are the same congestion
-	waiters   []*waiter
+	rate      float64     // starts per second; +Inf until the first 429
+	nextStart time.Time   // the earliest start the pacing allows
+	pauseTill time.Time   // a Retry-After holds every start until then
+	cutAt     time.Time   // the last decrease: 429s of requests started before it are the same congestion
+	waiters   waitQueue   // by key, then arrival
 	seq       uint64      // orders waiters with the same key
 	grantAt   *time.Timer // a pending grant, if any
 	window    [2]startCount
@@ -47,6 +47,36 @@ type waiter struct {
 	seq   uint64
 	ready chan struct{} // closed when granted
 	start time.Time
+	index int // in waiters; -1 once granted
+}
+
+// waitQueue is a heap of waiters, the smallest key first, then the
+// earliest: a grant is O(log n) however many rooms wait.
+type waitQueue []*waiter
+
+func (q waitQueue) Len() int { return len(q) }
+func (q waitQueue) Less(i, j int) bool {
+	if q[i].key != q[j].key {
+		return q[i].key < q[j].key
+	}
+	return q[i].seq < q[j].seq
+}
+func (q waitQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *waitQueue) Push(x any) {
+	w := x.(*waiter)
+	w.index = len(*q)
+	*q = append(*q, w)
+}
+func (q *waitQueue) Pop() any {
+	old := *q
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	w.index = -1
+	return w
 }
 
 type startCount struct {
@@ -97,7 +127,7 @@ func (l *Limiter) acquire(ctx context.Context, key string) (time.Time, error) {
 	}
 	l.seq++
 	w := &waiter{key: key, seq: l.seq, ready: make(chan struct{})}
-	l.waiters = append(l.waiters, w)
+	heap.Push(&l.waiters, w)
 	l.armLocked(now)
 	l.mu.Unlock()
 
@@ -108,8 +138,8 @@ func (l *Limiter) acquire(ctx context.Context, key string) (time.Time, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if i := slices.Index(l.waiters, w); i >= 0 {
-		l.waiters = slices.Delete(l.waiters, i, i+1)
+	if w.index >= 0 {
+		heap.Remove(&l.waiters, w.index)
 		return time.Time{}, context.Cause(ctx)
 	}
 	// Granted as ctx ended: give the start back.
@@ -150,14 +180,7 @@ func (l *Limiter) grant() {
 	l.grantAt = nil
 	now := time.Now()
 	for len(l.waiters) > 0 && l.mayStartLocked(now) {
-		i := 0
-		for j, w := range l.waiters {
-			if w.key < l.waiters[i].key || (w.key == l.waiters[i].key && w.seq < l.waiters[i].seq) {
-				i = j
-			}
-		}
-		w := l.waiters[i]
-		l.waiters = slices.Delete(l.waiters, i, i+1)
+		w := heap.Pop(&l.waiters).(*waiter)
 		l.startLocked(now)
 		w.start = now
 		close(w.ready)
