@@ -118,8 +118,14 @@ type Config struct {
 	// 10 s.
 	ShutdownTimeout time.Duration
 
-	// MaxConcurrentRooms caps how many rooms handle a message at once;
-	// a room with nothing to do costs no goroutine. Zero means 16.
+	// MaxConcurrentRooms caps how many rooms run a turn (ask /next,
+	// handle a message, settle it) at once; a room with nothing to do
+	// costs no goroutine, and a turn waiting on a slow handler costs its
+	// goroutine and what the handler holds (docs/performance.md). The
+	// requests of all turns together are bounded by MaxRequestsInFlight
+	// whatever this is. Set it lower when the Handler calls a service with
+	// a concurrency limit of its own, such as a model API allowing so many
+	// calls at once. Zero means DefaultMaxConcurrentRooms.
 	MaxConcurrentRooms int
 
 	// MaxRequestsInFlight caps the shell's REST requests in flight, from
@@ -135,6 +141,11 @@ type Config struct {
 	// room longest due first. Zero means 500 ms, two a second.
 	IdleRequestInterval time.Duration
 }
+
+// DefaultMaxConcurrentRooms is how many rooms run a turn at once when
+// Config.MaxConcurrentRooms is zero: enough for an agent in ten thousand
+// rooms, each waiting seconds on a model, to wait for them all at once.
+const DefaultMaxConcurrentRooms = 10000
 
 // Hooks observe the shell. Each is called synchronously on the goroutine
 // doing the work (a room's, the socket's) and must return quickly without
@@ -318,7 +329,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.ResyncInterval = cmp.Or(c.ResyncInterval, 60*time.Second)
 	s.MarkTimeout = cmp.Or(c.MarkTimeout, 15*time.Second)
 	s.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
-	s.MaxConcurrentRooms = cmp.Or(c.MaxConcurrentRooms, 16)
+	s.MaxConcurrentRooms = cmp.Or(c.MaxConcurrentRooms, DefaultMaxConcurrentRooms)
 	s.MaxRequestsInFlight = cmp.Or(c.MaxRequestsInFlight, 32)
 	s.IdleRequestInterval = cmp.Or(c.IdleRequestInterval, 500*time.Millisecond)
 	s.StartTimeout = cmp.Or(c.StartTimeout, DefaultStartTimeout)

@@ -11,8 +11,8 @@ import (
 )
 
 // room serves one chat: one message at a time, in /next order, one round
-// at a time on a worker of the scheduler. Everything but ctl and sched
-// belongs to whichever worker runs its round.
+// at a time, run by the scheduler. Everything but ctl and sched belongs to
+// whichever goroutine runs its round.
 type room struct {
 	s     *Shell
 	id    string

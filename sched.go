@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// scheduler runs the rooms' rounds on a fixed pool of MaxConcurrentRooms
-// workers. A room that waits costs no goroutine: it sits in a heap until
-// its next look is due, or until a push wakes it. The looks that only
+// scheduler runs the rooms' rounds, at most MaxConcurrentRooms at once,
+// each on a goroutine of its own that ends with the round. A room that
+// waits costs no goroutine: it sits in a heap until its next look is due,
+// or until a push wakes it. The looks that only
 // guard against a lost push (resyncs, polls without a socket, a stopped
 // room's periodic probe) share one idle budget, at most one every
 // IdleRequestInterval for the whole shell, the room longest due first; so
@@ -19,23 +20,21 @@ import (
 // wake is the only way in from outside and never blocks.
 type scheduler struct {
 	s         *Shell
-	workers   int
+	limit     int // rounds at once: MaxConcurrentRooms
 	idleEvery time.Duration
 
-	mu      sync.Mutex
-	woken   []*room       // wake-ups for the dispatcher to take in
-	delayed []delayed     // new rooms whose first look waits (later)
-	kick    chan struct{} // buffered(1): woken or delayed has something
+	mu    sync.Mutex
+	woken []*room       // wake-ups for the dispatcher to take in
+	kick  chan struct{} // buffered(1): woken has something
 
-	work    chan *room     // dispatcher to workers
-	results chan roundDone // workers to dispatcher
+	results chan roundDone // rounds to dispatcher
 
 	// The dispatcher's own.
 	ready    []*room   // FIFO of rooms to run now
 	timers   roomQueue // rooms waiting for their due time
 	idle     roomQueue // rooms whose budgeted look is due, waiting for the budget
 	nextIdle time.Time // when the idle budget allows the next look
-	busy     int       // workers running a round
+	busy     int       // rounds running
 }
 
 // Where a room is in the scheduler.
@@ -44,7 +43,7 @@ type schedState int
 const (
 	schedNew     schedState = iota // added, not taken in yet
 	schedReady                     // in ready
-	schedRunning                   // a worker runs its round
+	schedRunning                   // its round runs
 	schedWaiting                   // in timers
 	schedIdle                      // in idle
 	schedDone                      // left the scheduler for good
@@ -70,10 +69,9 @@ type roundDone struct {
 
 func newScheduler(s *Shell) *scheduler {
 	return &scheduler{
-		s: s, workers: s.cfg.MaxConcurrentRooms, idleEvery: s.cfg.IdleRequestInterval,
+		s: s, limit: s.cfg.MaxConcurrentRooms, idleEvery: s.cfg.IdleRequestInterval,
 		kick:    make(chan struct{}, 1),
-		work:    make(chan *room),
-		results: make(chan roundDone, s.cfg.MaxConcurrentRooms),
+		results: make(chan roundDone),
 	}
 }
 
@@ -89,44 +87,16 @@ func (q *scheduler) wake(r *room) {
 	}
 }
 
-// later has a new room look first after d, unless it is woken sooner. It
-// never blocks.
-func (q *scheduler) later(r *room, d time.Duration) {
-	q.mu.Lock()
-	q.delayed = append(q.delayed, delayed{r, d})
-	q.mu.Unlock()
-	select {
-	case q.kick <- struct{}{}:
-	default:
-	}
-}
-
-type delayed struct {
-	r *room
-	d time.Duration
-}
-
-// run starts the workers and dispatches until fetch ends; it returns once
-// every worker has finished its round. hard bounds the handlers.
+// run dispatches until fetch ends; it returns once every round has
+// ended. hard bounds the handlers.
 func (q *scheduler) run(fetch, hard context.Context) {
-	var workers sync.WaitGroup
-	for range q.workers {
-		workers.Go(func() {
-			for {
-				select {
-				case r := <-q.work:
-					q.results <- r.turn(hard)
-				case <-fetch.Done():
-					return
-				}
-			}
-		})
+	q.dispatch(fetch, hard)
+	for ; q.busy > 0; q.busy-- {
+		<-q.results // Run is ending: its rooms are let go by the shell
 	}
-	q.dispatch(fetch)
-	workers.Wait()
 }
 
-func (q *scheduler) dispatch(fetch context.Context) {
+func (q *scheduler) dispatch(fetch, hard context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -146,10 +116,13 @@ func (q *scheduler) dispatch(fetch context.Context) {
 			q.nextIdle = now.Add(q.idleEvery)
 		}
 
-		var work chan *room
-		var head *room
-		if len(q.ready) > 0 && q.busy < q.workers {
-			work, head = q.work, q.ready[0]
+		for len(q.ready) > 0 && q.busy < q.limit {
+			r := q.ready[0]
+			q.ready[0] = nil
+			q.ready = q.ready[1:]
+			r.sched.state = schedRunning
+			q.busy++
+			go func() { q.results <- r.turn(hard) }()
 		}
 		if next, ok := q.nextDue(); ok {
 			timer.Reset(max(next.Sub(now), 0))
@@ -157,11 +130,6 @@ func (q *scheduler) dispatch(fetch context.Context) {
 			timer.Reset(time.Hour)
 		}
 		select {
-		case work <- head:
-			q.ready[0] = nil
-			q.ready = q.ready[1:]
-			head.sched.state = schedRunning
-			q.busy++
 		case done := <-q.results:
 			q.busy--
 			q.settle(done, now)
@@ -190,16 +158,9 @@ func (q *scheduler) nextDue() (time.Time, bool) {
 // to run again.
 func (q *scheduler) takeIn() {
 	q.mu.Lock()
-	woken, delayed := q.woken, q.delayed
-	q.woken, q.delayed = nil, nil
+	woken := q.woken
+	q.woken = nil
 	q.mu.Unlock()
-	now := time.Now()
-	for _, d := range delayed {
-		if d.r.sched.state == schedNew {
-			d.r.sched.state, d.r.sched.due, d.r.sched.budgeted = schedWaiting, now.Add(d.d), false
-			heap.Push(&q.timers, d.r)
-		}
-	}
 	for _, r := range woken {
 		switch r.sched.state {
 		case schedRunning:
