@@ -21,6 +21,7 @@ type room struct {
 	fetch context.Context         // ends when Run stops fetching or the agent leaves the room
 	leave context.CancelCauseFunc // ends fetch when the agent leaves the room
 	sched roomSched               // the scheduler's, owned by its dispatcher
+	slot  *scheduler              // whose fetch slot the round holds until its handler starts
 
 	// failures counts handler failures per message, the budget against
 	// MaxAttempts. Control aborts and crashes are never charged.

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,12 +17,24 @@ import (
 // IdleRequestInterval for the whole shell, the room longest due first; so
 // an agent in ten thousand quiet rooms stays quiet.
 //
+// A round that has not reached its handler yet is asking Band (/next, the
+// processing mark, a guard read), so the rounds that may be at that stage
+// at once are bounded by the request budget too, fetchPerRequest rounds
+// per request in flight: the rest wait in the ready queue, where a room
+// costs no goroutine, rather than each on a goroutine queued in the
+// limiter. A backlog in ten thousand rooms so costs no more memory than
+// the turns actually running their handlers.
+//
 // One goroutine, the dispatcher, owns every room's place in the queues;
 // wake is the only way in from outside and never blocks.
 type scheduler struct {
 	s         *Shell
 	limit     int // rounds at once: MaxConcurrentRooms
 	idleEvery time.Duration
+	// fetching counts the rounds that have not reached their handler;
+	// the dispatcher starts no round while it is at fetchLimit.
+	fetching   atomic.Int64
+	fetchLimit int64
 
 	mu    sync.Mutex
 	woken []*room       // wake-ups for the dispatcher to take in
@@ -67,11 +80,17 @@ type roundDone struct {
 	budgeted bool          // and that look only guards against a lost push
 }
 
+// fetchPerRequest is how many rounds before their handler the scheduler
+// runs per request in flight: enough that the budget never idles while a
+// round is between two of its requests.
+const fetchPerRequest = 2
+
 func newScheduler(s *Shell) *scheduler {
 	return &scheduler{
 		s: s, limit: s.cfg.MaxConcurrentRooms, idleEvery: s.cfg.IdleRequestInterval,
-		kick:    make(chan struct{}, 1),
-		results: make(chan roundDone),
+		fetchLimit: int64(fetchPerRequest * s.cfg.MaxRequestsInFlight),
+		kick:       make(chan struct{}, 1),
+		results:    make(chan roundDone),
 	}
 }
 
@@ -116,12 +135,14 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 			q.nextIdle = now.Add(q.idleEvery)
 		}
 
-		for len(q.ready) > 0 && q.busy < q.limit {
+		for len(q.ready) > 0 && q.busy < q.limit && q.fetching.Load() < q.fetchLimit {
 			r := q.ready[0]
 			q.ready[0] = nil
 			q.ready = q.ready[1:]
 			r.sched.state = schedRunning
 			q.busy++
+			q.fetching.Add(1)
+			r.slot = q
 			go func() { q.results <- r.turn(hard) }()
 		}
 		if next, ok := q.nextDue(); ok {
@@ -132,11 +153,26 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 		select {
 		case done := <-q.results:
 			q.busy--
+			done.r.handlerStarts() // a round that ended before its handler
 			q.settle(done, now)
 		case <-q.kick:
 		case <-timer.C:
 		case <-fetch.Done():
 			return
+		}
+	}
+}
+
+// handlerStarts gives back the fetch slot of the round the room runs, if
+// it still holds it, and lets the dispatcher start another round. The
+// round calls it as its handler starts; the dispatcher, as the round ends.
+func (r *room) handlerStarts() {
+	if q := r.slot; q != nil {
+		r.slot = nil
+		q.fetching.Add(-1)
+		select {
+		case q.kick <- struct{}{}:
+		default:
 		}
 	}
 }

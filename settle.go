@@ -57,6 +57,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 			return r.aborted(hard, m, attempt, cause)
 		}
 		t := r.newTurn(hard, cy, m.ID, attempt)
+		r.handlerStarts()
 		reply, handlerErr = r.runHandler(hctx, m, t)
 		t.close()
 		if hctx.Err() != nil {
