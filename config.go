@@ -131,8 +131,9 @@ type Config struct {
 	// MaxRequestsInFlight caps the shell's REST requests in flight, from
 	// all rooms together. Every request passes one budget: once Band
 	// answers 429 the shell paces its requests at a rate it halves on
-	// every 429 (pausing for a Retry-After) and raises slowly while Band
-	// accepts them. Zero means 32.
+	// every 429 (pausing for a Retry-After), raises slowly while Band
+	// accepts them, and lifts after 30 s without a 429; the log warns
+	// when the pace drops and when it is lifted (Hooks.Throttle). Zero means 32.
 	MaxRequestsInFlight int
 
 	// IdleRequestInterval spreads the requests that only guard against a
@@ -190,6 +191,11 @@ type Hooks struct {
 	// Socket is called when the socket has connected and joined its
 	// topics (up), and when a connection ends (down, with why).
 	Socket func(up bool, err error)
+	// Throttle is called when Band's 429s make the shell pace every
+	// request it sends (throttled, with the pace in requests a second),
+	// each time it cuts that pace again, and once the pace has grown back
+	// to no limit (throttled false, rate 0).
+	Throttle func(throttled bool, rate float64)
 	// Room is called when the shell starts serving a room (added) and
 	// when it stops (removed: the agent left it, or Run is ending).
 	Room func(roomID string, added bool)
@@ -345,6 +351,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.Logger = keyguard.Logger(s.Logger, s.apiKey)
 	s.Hooks = s.Hooks.scrubbed(s.apiKey)
 	s.limiter = wire.NewLimiter(s.MaxRequestsInFlight, s.Retry.MaxRetryAfter)
+	s.limiter.OnPace(newPaceWatch(s.Logger, s.limiter, s.Hooks.Throttle).changed)
 	s.HTTPClient, s.socketClient = wire.RequestClients(c.HTTPClient, s.RequestTimeout, s.limiter)
 	if c.SocketURL != "" {
 		u, err := url.Parse(c.SocketURL)

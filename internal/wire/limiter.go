@@ -13,7 +13,8 @@ import (
 // from every room, retries included, passes it. It caps the requests in
 // flight, and once Band has throttled the agent (a 429) it paces request
 // starts at a rate it adapts: halved on every 429 (and paused for a
-// Retry-After), raised a little with every request that is not throttled.
+// Retry-After), raised a little with every request that is not throttled,
+// and lifted once Band has answered liftAfter without a 429.
 // So a throttled agent slows down as one client, not as many rooms each
 // backing off alone.
 //
@@ -34,11 +35,13 @@ type Limiter struct {
 	nextStart time.Time   // the earliest start the pacing allows
 	pauseTill time.Time   // a Retry-After holds every start until then
 	cutAt     time.Time   // the last decrease: 429s of requests started before it are the same congestion
+	refusedAt time.Time   // the last 429
 	waiters   waitQueue   // by key, then arrival
 	seq       uint64      // orders waiters with the same key
 	grantAt   *time.Timer // a pending grant, if any
 	window    [2]startCount
 	throttled int
+	onPace    func(paced bool, rate float64)
 }
 
 // waiter is a request waiting for its start.
@@ -93,6 +96,11 @@ const (
 	// at that pace: additive, so it takes the rate tens of seconds to
 	// double again after a halving.
 	increase = 5.0
+	// liftAfter is how long Band must go without a 429 before the pace
+	// is lifted altogether: the additive increase alone would take the
+	// better part of an hour to climb back to maxRate, and an agent with
+	// little to send would stay paced for good.
+	liftAfter = 30 * time.Second
 )
 
 // NewLimiter returns a Limiter with at most maxInFlight requests in flight
@@ -100,6 +108,13 @@ const (
 func NewLimiter(maxInFlight int, maxPause time.Duration) *Limiter {
 	return &Limiter{maxInFlight: max(maxInFlight, 1), maxPause: maxPause, rate: math.Inf(1)}
 }
+
+// OnPace has f called when the limiter starts pacing requests after a
+// 429 (paced, with the rate in starts per second), each time it cuts that
+// rate again, and when the rate has grown back to no limit (paced false).
+// It is called outside the limiter's lock, on the goroutine whose answer
+// moved the pace, and must not block. Call it before the first request.
+func (l *Limiter) OnPace(f func(paced bool, rate float64)) { l.onPace = f }
 
 // Rate is the pace in starts per second; +Inf while unthrottled.
 func (l *Limiter) Rate() float64 {
@@ -192,12 +207,22 @@ func (l *Limiter) grant() {
 // (0 for a transport error) and Retry-After.
 func (l *Limiter) release(start time.Time, status int, retryAfter time.Duration, hasRetryAfter bool) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	paced, rate := l.releaseLocked(start, status, retryAfter, hasRetryAfter)
+	l.mu.Unlock()
+	if paced != nil && l.onPace != nil {
+		l.onPace(*paced, rate)
+	}
+}
+
+// releaseLocked is release under the lock; it returns whether the pace
+// changed as OnPace reports it (nil when it did not), and the rate.
+func (l *Limiter) releaseLocked(start time.Time, status int, retryAfter time.Duration, hasRetryAfter bool) (paced *bool, rate float64) {
 	l.inFlight--
 	now := time.Now()
 	switch {
 	case status == http.StatusTooManyRequests:
 		l.throttled++
+		l.refusedAt = now
 		if hasRetryAfter {
 			l.pauseTill = maxTime(l.pauseTill, now.Add(min(retryAfter, l.maxPause)))
 		}
@@ -207,10 +232,12 @@ func (l *Limiter) release(start time.Time, status int, retryAfter time.Duration,
 		l.rate = max(minRate, min(l.rate, l.startRate(now))/2)
 		l.cutAt = now
 		l.nextStart = maxTime(l.nextStart, now.Add(time.Duration(float64(time.Second)/l.rate)))
+		paced, rate = new(true), l.rate
 	case status != 0 && !math.IsInf(l.rate, 1):
 		l.rate += increase / l.rate
-		if l.rate > maxRate {
+		if l.rate > maxRate || now.Sub(l.refusedAt) >= liftAfter {
 			l.rate = math.Inf(1)
+			paced = new(false)
 		}
 	}
 	if l.grantAt != nil {
@@ -219,6 +246,7 @@ func (l *Limiter) release(start time.Time, status int, retryAfter time.Duration,
 		l.grantAt = nil
 	}
 	l.armLocked(now)
+	return paced, rate
 }
 
 // countStart counts a start in the half-second window.
