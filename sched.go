@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// scheduler runs the rooms' rounds, at most MaxConcurrentRooms at once,
-// each on a goroutine of its own that ends with the round. A room that
-// waits costs no goroutine: it sits in a heap until its next look is due,
-// or until a push wakes it. The looks that only
+// scheduler runs the rooms' rounds, at most MaxConcurrentRooms at once: on
+// a few workers that live as long as the run (their stacks grown once),
+// and beyond them each on a goroutine of its own that ends with the round.
+// A room that waits costs no goroutine: it sits in a heap until its next
+// look is due, or until a push wakes it. The looks that only
 // guard against a lost push (resyncs, polls without a socket, a stopped
 // room's periodic probe) share one idle budget, at most one every
 // IdleRequestInterval for the whole shell, the room longest due first; so
@@ -40,6 +41,7 @@ type scheduler struct {
 	woken []*room       // wake-ups for the dispatcher to take in
 	kick  chan struct{} // buffered(1): woken has something
 
+	work    chan *room     // dispatcher to idle workers
 	results chan roundDone // rounds to dispatcher
 
 	// The dispatcher's own.
@@ -85,6 +87,9 @@ type roundDone struct {
 // round is between two of its requests.
 const fetchPerRequest = 2
 
+// poolWorkers is how many workers live as long as the run.
+const poolWorkers = 16
+
 func newScheduler(s *Shell) *scheduler {
 	return &scheduler{
 		s: s, limit: s.cfg.MaxConcurrentRooms, idleEvery: s.cfg.IdleRequestInterval,
@@ -109,10 +114,24 @@ func (q *scheduler) wake(r *room) {
 // run dispatches until fetch ends; it returns once every round has
 // ended. hard bounds the handlers.
 func (q *scheduler) run(fetch, hard context.Context) {
+	var workers sync.WaitGroup
+	for range min(q.limit, poolWorkers) {
+		workers.Go(func() {
+			for {
+				select {
+				case r := <-q.work:
+					q.results <- r.turn(hard)
+				case <-fetch.Done():
+					return
+				}
+			}
+		})
+	}
 	q.dispatch(fetch, hard)
 	for ; q.busy > 0; q.busy-- {
 		<-q.results // Run is ending: its rooms are let go by the shell
 	}
+	workers.Wait()
 }
 
 func (q *scheduler) dispatch(fetch, hard context.Context) {
@@ -143,7 +162,11 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 			q.busy++
 			q.fetching.Add(1)
 			r.slot = q
-			go func() { q.results <- r.turn(hard) }()
+			select {
+			case q.work <- r: // an idle worker
+			default:
+				go func() { q.results <- r.turn(hard) }()
+			}
 		}
 		if next, ok := q.nextDue(); ok {
 			timer.Reset(max(next.Sub(now), 0))
