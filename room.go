@@ -21,7 +21,8 @@ type room struct {
 	fetch context.Context         // ends when Run stops fetching or the agent leaves the room
 	leave context.CancelCauseFunc // ends fetch when the agent leaves the room
 	sched roomSched               // the scheduler's, owned by its dispatcher
-	slot  *scheduler              // whose fetch slot the round holds until its handler starts
+	q     *scheduler              // the scheduler that runs it
+	slot  bool                    // its round holds one of q's slots (talking to Band, not in its handler)
 
 	// failures counts handler failures per message, the budget against
 	// MaxAttempts. Control aborts and crashes are never charged.
@@ -52,7 +53,7 @@ const (
 
 func newRoom(s *Shell, q *scheduler, id string) *room {
 	r := &room{
-		s: s, id: id,
+		s: s, id: id, q: q,
 		failures:       make(map[string]*failure),
 		unsent:         make(map[string]*Reply),
 		consumeOnServe: make(map[string]bool),

@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -18,13 +17,16 @@ import (
 // IdleRequestInterval for the whole shell, the room longest due first; so
 // an agent in ten thousand quiet rooms stays quiet.
 //
-// A round that has not reached its handler yet is asking Band (/next, the
-// processing mark, a guard read), so the rounds that may be at that stage
-// at once are bounded by the request budget too, fetchPerRequest rounds
-// per request in flight: the rest wait in the ready queue, where a room
-// costs no goroutine, rather than each on a goroutine queued in the
-// limiter. A backlog in ten thousand rooms so costs no more memory than
-// the turns actually running their handlers.
+// A round talks to Band before its handler (/next, the processing mark, a
+// guard read) and after it (the post, the processed mark), and waits while
+// the handler runs. The rounds talking to Band at once are bounded by the
+// request budget too, slotsPerRequest per request in flight: a round holds
+// a slot but while its handler runs. The other rooms wait in the ready
+// queue, where a room costs no goroutine, and a handler that returned
+// waits for a slot before it builds a request, rather than thousands of
+// goroutines each queued in the limiter with a request built: so a
+// backlog in ten thousand rooms costs little more memory than the turns
+// running their handlers, and their requests go in the order they came.
 //
 // One goroutine, the dispatcher, owns every room's place in the queues;
 // wake is the only way in from outside and never blocks.
@@ -32,10 +34,9 @@ type scheduler struct {
 	s         *Shell
 	limit     int // rounds at once: MaxConcurrentRooms
 	idleEvery time.Duration
-	// fetching counts the rounds that have not reached their handler;
-	// the dispatcher starts no round while it is at fetchLimit.
-	fetching   atomic.Int64
-	fetchLimit int64
+	// slots holds a token for each round talking to Band; the
+	// dispatcher starts no round while it is full.
+	slots chan struct{}
 
 	mu    sync.Mutex
 	woken []*room       // wake-ups for the dispatcher to take in
@@ -82,10 +83,10 @@ type roundDone struct {
 	budgeted bool          // and that look only guards against a lost push
 }
 
-// fetchPerRequest is how many rounds before their handler the scheduler
-// runs per request in flight: enough that the budget never idles while a
-// round is between two of its requests.
-const fetchPerRequest = 2
+// slotsPerRequest is how many rounds may talk to Band at once per request
+// in flight: enough that the budget never idles while a round is between
+// two of its requests.
+const slotsPerRequest = 2
 
 // poolWorkers is how many workers live as long as the run.
 const poolWorkers = 16
@@ -93,9 +94,9 @@ const poolWorkers = 16
 func newScheduler(s *Shell) *scheduler {
 	return &scheduler{
 		s: s, limit: s.cfg.MaxConcurrentRooms, idleEvery: s.cfg.IdleRequestInterval,
-		fetchLimit: int64(fetchPerRequest * s.cfg.MaxRequestsInFlight),
-		kick:       make(chan struct{}, 1),
-		results:    make(chan roundDone),
+		slots:   make(chan struct{}, slotsPerRequest*s.cfg.MaxRequestsInFlight),
+		kick:    make(chan struct{}, 1),
+		results: make(chan roundDone),
 	}
 }
 
@@ -154,14 +155,13 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 			q.nextIdle = now.Add(q.idleEvery)
 		}
 
-		for len(q.ready) > 0 && q.busy < q.limit && q.fetching.Load() < q.fetchLimit {
+		for len(q.ready) > 0 && q.busy < q.limit && q.takeSlot() {
 			r := q.ready[0]
 			q.ready[0] = nil
 			q.ready = q.ready[1:]
 			r.sched.state = schedRunning
 			q.busy++
-			q.fetching.Add(1)
-			r.slot = q
+			r.slot = true
 			select {
 			case q.work <- r: // an idle worker
 			default:
@@ -176,7 +176,7 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 		select {
 		case done := <-q.results:
 			q.busy--
-			done.r.handlerStarts() // a round that ended before its handler
+			done.r.handlerStarts() // the round's slot, if it still holds it
 			q.settle(done, now)
 		case <-q.kick:
 		case <-timer.C:
@@ -186,18 +186,34 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 	}
 }
 
-// handlerStarts gives back the fetch slot of the round the room runs, if
-// it still holds it, and lets the dispatcher start another round. The
-// round calls it as its handler starts; the dispatcher, as the round ends.
+// takeSlot takes a slot for a new round if one is free.
+func (q *scheduler) takeSlot() bool {
+	select {
+	case q.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// handlerStarts gives back the slot of the round the room runs, if it
+// holds it, and lets the dispatcher start another round. The round calls
+// it as its handler starts; the dispatcher, as the round ends.
 func (r *room) handlerStarts() {
-	if q := r.slot; q != nil {
-		r.slot = nil
-		q.fetching.Add(-1)
+	if r.slot {
+		r.slot = false
+		<-r.q.slots
 		select {
-		case q.kick <- struct{}{}:
+		case r.q.kick <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// handlerEnds waits for a slot before the round talks to Band again.
+func (r *room) handlerEnds() {
+	r.q.slots <- struct{}{}
+	r.slot = true
 }
 
 // nextDue is when the dispatcher must look at its queues again.

@@ -59,6 +59,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 		t := r.newTurn(hard, cy, m.ID, attempt)
 		r.handlerStarts()
 		reply, handlerErr = r.runHandler(hctx, m, t)
+		r.handlerEnds()
 		t.close()
 		if hctx.Err() != nil {
 			cause = context.Cause(hctx)
