@@ -54,8 +54,8 @@ func TestScaleManyRoomsAsProcesses(t *testing.T) {
 		assert.Equal(t, rooms, truth.processed, "every message processed")
 		assert.Equal(t, rooms, truth.replies, "every message answered")
 		assert.Zero(t, truth.twice, "no room answered twice")
-		t.Logf("%d rooms, one message each: drained in %s (%.0f messages/s), echo peak RSS %.1f MB, %d requests",
-			rooms, drained.Round(time.Millisecond), float64(rooms)/drained.Seconds(), float64(peak)/(1<<20), truth.requests)
+		t.Logf("%d rooms, one message each: drained in %s (%.0f messages/s), echo peak RSS %.1f MB, CPU %s, %d requests",
+			rooms, drained.Round(time.Millisecond), float64(rooms)/drained.Seconds(), float64(peak)/(1<<20), cpu(p.cmd.ProcessState), truth.requests)
 
 		// Idle: the same agent as a daemon, with nothing to do, once its
 		// start-up (the listing, the joins, each room's first look) is over.
@@ -90,8 +90,8 @@ func TestScaleManyRoomsAsProcesses(t *testing.T) {
 		assert.Equal(t, rooms, truth.processed, "every message processed")
 		assert.Equal(t, rooms, truth.replies, "every message answered")
 		assert.Zero(t, truth.twice, "no room answered twice")
-		t.Logf("%d rooms, one message each, a %s handler: drained in %s, echo peak RSS %.1f MB, %d requests",
-			rooms, delay, drained.Round(time.Millisecond), float64(peakRSS(p.cmd.ProcessState))/(1<<20), truth.requests)
+		t.Logf("%d rooms, one message each, a %s handler: drained in %s, echo peak RSS %.1f MB, CPU %s, %d requests",
+			rooms, delay, drained.Round(time.Millisecond), float64(peakRSS(p.cmd.ProcessState))/(1<<20), cpu(p.cmd.ProcessState), truth.requests)
 	})
 
 	t.Run("the daemon drains a backlog with the socket up", func(t *testing.T) {
@@ -117,8 +117,8 @@ func TestScaleManyRoomsAsProcesses(t *testing.T) {
 		assert.Equal(t, rooms, truth.replies, "every message answered")
 		assert.Zero(t, truth.twice, "no room answered twice")
 		assert.Equal(t, 1, reqs["socket"], "one socket, up from the start and never dropped")
-		t.Logf("the daemon, %d rooms with a message each: drained in %s (%.0f messages/s), %d requests by then",
-			rooms, drained.Round(time.Millisecond), float64(rooms)/drained.Seconds(), sum(reqs))
+		t.Logf("the daemon, %d rooms with a message each: drained in %s (%.0f messages/s), %d requests by then; CPU %s in all",
+			rooms, drained.Round(time.Millisecond), float64(rooms)/drained.Seconds(), sum(reqs), cpu(p.cmd.ProcessState))
 	})
 
 	t.Run("a fake limited to 200 requests a second", func(t *testing.T) {
@@ -322,6 +322,11 @@ func peakRSS(ps *os.ProcessState) int64 {
 		return ru.Maxrss * 1024 // kilobytes on Linux
 	}
 	return 0
+}
+
+// cpu is the CPU time the finished process used, user and system.
+func cpu(ps *os.ProcessState) time.Duration {
+	return (ps.UserTime() + ps.SystemTime()).Round(time.Millisecond)
 }
 
 // currentRSS reads a running process's resident set from /proc, in bytes.
