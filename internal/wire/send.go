@@ -74,10 +74,12 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("band: %s: %w", r.endpoint, err)
 	}
-	req.Header.Set("X-API-Key", c.key.Value())
-	req.Header.Set("Accept", "application/json")
+	// The header in one piece, its keys already canonical: Set would
+	// allocate a slice per value and canonicalise X-API-Key every time.
+	vals := [3]string{c.key.Value(), "application/json", "application/json"}
+	req.Header = http.Header{"X-Api-Key": vals[0:1:1], "Accept": vals[1:2:2]}
 	if r.body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header["Content-Type"] = vals[2:3:3]
 	}
 
 	resp, err := c.doer.Do(req, r.retry)
