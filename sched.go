@@ -43,6 +43,8 @@ type scheduler struct {
 	kick  chan struct{} // buffered(1): woken has something
 
 	work    chan *room     // dispatcher to idle workers
+	workers int            // how many live as long as the run: as many as slots
+	resting int            // the dispatcher's count of workers waiting for work
 	results chan roundDone // rounds to dispatcher
 
 	// The dispatcher's own.
@@ -81,6 +83,7 @@ type roundDone struct {
 	again    bool          // look again at once
 	wait     time.Duration // otherwise: the next look after this long
 	budgeted bool          // and that look only guards against a lost push
+	worker   bool          // the round ran on a worker, now idle again
 }
 
 // slotsPerRequest is how many rounds may talk to Band at once per request
@@ -88,14 +91,12 @@ type roundDone struct {
 // two of its requests.
 const slotsPerRequest = 2
 
-// poolWorkers is how many workers live as long as the run.
-const poolWorkers = 16
-
 func newScheduler(s *Shell) *scheduler {
 	return &scheduler{
 		s: s, limit: s.cfg.MaxConcurrentRooms, idleEvery: s.cfg.IdleRequestInterval,
 		slots:   make(chan struct{}, slotsPerRequest*s.cfg.MaxRequestsInFlight),
 		kick:    make(chan struct{}, 1),
+		work:    make(chan *room),
 		results: make(chan roundDone),
 	}
 }
@@ -116,12 +117,16 @@ func (q *scheduler) wake(r *room) {
 // ended. hard bounds the handlers.
 func (q *scheduler) run(fetch, hard context.Context) {
 	var workers sync.WaitGroup
-	for range min(q.limit, poolWorkers) {
+	q.workers = min(q.limit, cap(q.slots))
+	q.resting = q.workers
+	for range q.workers {
 		workers.Go(func() {
 			for {
 				select {
 				case r := <-q.work:
-					q.results <- r.turn(hard)
+					done := r.turn(hard)
+					done.worker = true
+					q.results <- done
 				case <-fetch.Done():
 					return
 				}
@@ -162,9 +167,18 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 			r.sched.state = schedRunning
 			q.busy++
 			r.slot = true
-			select {
-			case q.work <- r: // an idle worker
-			default:
+			if q.resting > 0 {
+				// An idle worker is waiting, or about to, since its
+				// last round's end was taken in.
+				q.resting--
+				select {
+				case q.work <- r:
+				case <-fetch.Done():
+					q.resting++
+					q.busy-- // never ran; Run is ending and lets the room go
+					return
+				}
+			} else {
 				go func() { q.results <- r.turn(hard) }()
 			}
 		}
@@ -176,6 +190,9 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 		select {
 		case done := <-q.results:
 			q.busy--
+			if done.worker {
+				q.resting++
+			}
 			done.r.handlerStarts() // the round's slot, if it still holds it
 			q.settle(done, now)
 		case <-q.kick:
