@@ -133,6 +133,12 @@ func (l *Limiter) Throttled() int {
 // acquire waits until the request named key may start, or ctx ends. It
 // returns when the request started.
 func (l *Limiter) acquire(ctx context.Context, key string) (time.Time, error) {
+	return l.acquireKeyed(ctx, func() string { return key })
+}
+
+// acquireKeyed is acquire with the key made only if the request must
+// wait: most start at once, and the key costs an allocation.
+func (l *Limiter) acquireKeyed(ctx context.Context, keyOf func() string) (time.Time, error) {
 	l.mu.Lock()
 	now := time.Now()
 	if len(l.waiters) == 0 && math.IsInf(l.rate, 1) && l.mayStartLocked(now) {
@@ -140,6 +146,7 @@ func (l *Limiter) acquire(ctx context.Context, key string) (time.Time, error) {
 		l.mu.Unlock()
 		return now, nil
 	}
+	key := keyOf()
 	l.seq++
 	w := &waiter{key: key, seq: l.seq, ready: make(chan struct{})}
 	heap.Push(&l.waiters, w)
@@ -291,7 +298,7 @@ type LimitedTransport struct {
 // WithStartCheck), sends the request and tells the limiter how it was
 // answered.
 func (t *LimitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	start, err := t.Limiter.acquire(req.Context(), req.Method+" "+req.URL.Path)
+	start, err := t.Limiter.acquireKeyed(req.Context(), func() string { return req.Method + " " + req.URL.Path })
 	if err == nil {
 		if check, ok := req.Context().Value(startCheckKey{}).(func() error); ok {
 			if cause := check(); cause != nil {
