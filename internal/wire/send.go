@@ -87,7 +87,7 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 		return nil, callError(ctx, r.endpoint, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	raw, err := readBody(resp)
 	if err != nil {
 		return nil, callError(ctx, r.endpoint, err)
 	}
@@ -99,6 +99,36 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 		return nil, res.protocolError(fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes))
 	}
 	return res, nil
+}
+
+// readBody reads a body whole, up to MaxBodyBytes and one byte more (so a
+// longer body shows), as io.ReadAll of a LimitReader would; a declared
+// length sizes the buffer once instead of growing it from 512 bytes.
+func readBody(resp *http.Response) ([]byte, error) {
+	size := 512
+	if n := resp.ContentLength; n >= 0 && n <= MaxBodyBytes {
+		size = int(n) + 1 // the extra byte finds EOF without growing
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		room := buf[len(buf):cap(buf)]
+		if over := MaxBodyBytes + 1 - len(buf); len(room) > over {
+			room = room[:over]
+		}
+		n, err := resp.Body.Read(room)
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return buf, err
+		case len(buf) > MaxBodyBytes:
+			return buf, nil
+		}
+	}
 }
 
 // callError names the endpoint on a failed call and, when ctx is done,
