@@ -87,9 +87,10 @@ type roundDone struct {
 }
 
 // slotsPerRequest is how many rounds may talk to Band at once per request
-// in flight: enough that the budget never idles while a round is between
-// two of its requests.
-const slotsPerRequest = 2
+// in flight: one, so that while Band does not throttle, a request never
+// queues in the limiter, whose queue costs a timer and a hand-off per
+// start (a handler's own requests aside).
+const slotsPerRequest = 1
 
 func newScheduler(s *Shell) *scheduler {
 	return &scheduler{
