@@ -10,9 +10,10 @@ import (
 	"net/url"
 )
 
-// MaxBodyBytes bounds a response body. Band's largest answer is a page of
-// 100 messages; a body past this is a broken or hostile server, and
-// reading it whole would only cost memory.
+// MaxBodyBytes is the default cap on a response body, the one a Client
+// has until SetMaxBodyBytes. Band's largest answer is a page of 100
+// messages; a body past the cap is not read whole (it becomes a
+// *TooLargeError), because reading it would only cost memory.
 const MaxBodyBytes = 4 << 20
 
 // request is one logical call, before it becomes an *http.Request.
@@ -23,6 +24,9 @@ type request struct {
 	query    url.Values
 	body     []byte // nil: no body
 	retry    bool
+	// skipMeasure: a body over the cap is given up on at once, unread
+	// past it (its TooLargeError's Size is a lower bound).
+	skipMeasure bool
 }
 
 // response is a 2xx answer, read in full.
@@ -87,26 +91,29 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 		return nil, callError(ctx, r.endpoint, err)
 	}
 	defer resp.Body.Close()
-	raw, err := readBody(resp)
+	limit := c.bodyLimit()
+	raw, err := readBody(resp, limit)
 	if err != nil {
 		return nil, callError(ctx, r.endpoint, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, newAPIError(r.endpoint, resp, raw)
 	}
-	res := &response{endpoint: r.endpoint, status: resp.StatusCode, body: raw}
-	if len(raw) > MaxBodyBytes {
-		return nil, res.protocolError(fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes))
+	if len(raw) > limit && r.skipMeasure {
+		return nil, &TooLargeError{Endpoint: r.endpoint, Cap: limit, Size: int64(len(raw)), AtLeast: true}
 	}
-	return res, nil
+	if len(raw) > limit {
+		return nil, tooLarge(r.endpoint, resp, raw, limit)
+	}
+	return &response{endpoint: r.endpoint, status: resp.StatusCode, body: raw}, nil
 }
 
-// readBody reads a body whole, up to MaxBodyBytes and one byte more (so a
-// longer body shows), as io.ReadAll of a LimitReader would; a declared
-// length sizes the buffer once instead of growing it from 512 bytes.
-func readBody(resp *http.Response) ([]byte, error) {
-	size := 512
-	if n := resp.ContentLength; n >= 0 && n <= MaxBodyBytes {
+// readBody reads a body whole, up to limit and one byte more (so a longer
+// body shows), as io.ReadAll of a LimitReader would; a declared length
+// sizes the buffer once instead of growing it from 512 bytes.
+func readBody(resp *http.Response, limit int) ([]byte, error) {
+	size := min(512, limit+1)
+	if n := resp.ContentLength; n >= 0 && n <= int64(limit) {
 		size = int(n) + 1 // the extra byte finds EOF without growing
 	}
 	buf := make([]byte, 0, size)
@@ -115,7 +122,7 @@ func readBody(resp *http.Response) ([]byte, error) {
 			buf = append(buf, 0)[:len(buf)]
 		}
 		room := buf[len(buf):cap(buf)]
-		if over := MaxBodyBytes + 1 - len(buf); len(room) > over {
+		if over := limit + 1 - len(buf); len(room) > over {
 			room = room[:over]
 		}
 		n, err := resp.Body.Read(room)
@@ -125,7 +132,7 @@ func readBody(resp *http.Response) ([]byte, error) {
 			return buf, nil
 		case err != nil:
 			return buf, err
-		case len(buf) > MaxBodyBytes:
+		case len(buf) > limit:
 			return buf, nil
 		}
 	}
