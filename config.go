@@ -61,9 +61,14 @@ type Config struct {
 	Ledger Ledger
 
 	// MaxAttempts is how many handler failures a message may take before
-	// it is dead-lettered. Zero means 3. Interrupts, stops and crashes
+	// it is dead-lettered. Zero means 10. Interrupts, stops and crashes
 	// are not failures.
 	MaxAttempts int
+
+	// Backoff paces a failed message's next handler attempts. Its zero
+	// value is the production default, which rides out a dependency down
+	// for minutes.
+	Backoff Backoff
 
 	// Retry bounds the retries of transient HTTP failures. Its zero value
 	// is the production default.
@@ -296,6 +301,9 @@ func (c Config) withDefaults() (settings, error) {
 	if err := validateRetry(c.Retry); err != nil {
 		return settings{}, err
 	}
+	if err := c.Backoff.validate(); err != nil {
+		return settings{}, err
+	}
 	seen := make(map[string]bool, len(c.Rooms))
 	for _, r := range c.Rooms {
 		if strings.TrimSpace(r) == "" || seen[r] {
@@ -312,7 +320,8 @@ func (c Config) withDefaults() (settings, error) {
 	}
 	s := settings{Config: c, apiKey: keyguard.New(c.APIKey), baseURL: base}
 	s.APIKey = ""
-	s.MaxAttempts = cmp.Or(c.MaxAttempts, 3)
+	s.MaxAttempts = cmp.Or(c.MaxAttempts, defaultMaxAttempts)
+	s.Backoff = c.Backoff.withDefaults()
 	s.RequestTimeout = cmp.Or(c.RequestTimeout, 30*time.Second)
 	s.PollInterval = cmp.Or(c.PollInterval, 2*time.Second)
 	s.ResyncInterval = cmp.Or(c.ResyncInterval, 60*time.Second)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/band-once/bandonce/internal/core"
@@ -37,6 +38,11 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 	}
 	r.lastStale = ""
 	attempt := mark.AttemptNumber
+	if r.ctl.release(m.ID) {
+		// An interrupt reached the message while it waited for this
+		// attempt: consumed without one.
+		return r.aborted(hard, m, attempt, ErrInterrupted)
+	}
 
 	if f := r.failures[m.ID]; f != nil && f.count >= r.s.cfg.MaxAttempts {
 		// The budget was spent but the dead-letter mark did not land.
@@ -91,7 +97,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 	}
 	switch fate {
 	case core.FateFail:
-		return r.fail(hard, m, attempt, handlerErr)
+		return r.fail(hard, cy, m, attempt, handlerErr)
 	case core.FateDeadLetter:
 		r.charge(m.ID, handlerErr)
 		return r.deadLetter(hard, m, handlerErr)
@@ -256,18 +262,23 @@ func (r *room) forget(ctx context.Context, id string) {
 }
 
 // fail charges one failure and marks the message failed; Band serves it
-// again, after this room's backoff.
-func (r *room) fail(ctx context.Context, m *wire.Message, attempt int, cause error) step {
+// again at the head of the room, and the room holds it (and everything
+// behind it) until its Backoff wait is over.
+func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int, cause error) step {
 	r.charge(m.ID, cause)
+	failures := r.failures[m.ID].count
+	wait := r.s.cfg.Backoff.wait(r.s.jitter, failures, cause)
 	r.s.log.Warn("bandonce: handler failed; the message will be retried", "room", r.id, "message", m.ID,
-		"failures", r.failures[m.ID].count, "max", r.s.cfg.MaxAttempts, "err", cause)
+		"failures", failures, "max", r.s.cfg.MaxAttempts, "retry_in", wait.Round(time.Millisecond), "err", cause)
 	mctx, cancel := r.s.markCtx(ctx)
 	defer cancel()
 	if _, err := r.s.api.Failed(mctx, r.id, m.ID, failureText(cause)); err != nil {
 		r.s.log.Warn("bandonce: failed mark did not land", "room", r.id, "message", m.ID, "err", err)
 	}
+	r.retryAt = time.Now().Add(wait)
+	r.ctl.hold(m.ID, cy)
 	r.s.emit(Outcome{Kind: Failed, RoomID: r.id, MessageID: m.ID, Attempt: attempt, Err: cause})
-	return stepBackoff
+	return stepHeld
 }
 
 // deadLetter gives up on a message: failed with the reason, then a fresh

@@ -121,6 +121,7 @@ func runShell(ctx context.Context, env Env, ledger bandonce.Ledger, maxAttempts 
 		Logger:          slog.New(slog.DiscardHandler), // the storm's faults are deliberate
 		MaxAttempts:     maxAttempts,
 		Retry:           bandonce.RetryPolicy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxRetryAfter: time.Second, Seed: seed},
+		Backoff:         bandonce.Backoff{BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxRetryAfter: time.Second},
 		RequestTimeout:  shellRequestTimeout,
 		PollInterval:    shellPollInterval,
 		ResyncInterval:  shellResyncInterval,
