@@ -34,9 +34,9 @@ type room struct {
 
 	errStreak     int       // consecutive rounds that ended in an error, for backoff
 	retryAt       time.Time // when the held message's next attempt is due (see roomControl.hold)
-	lastStale     string   // a message /next served though Band says it is done
-	stopAnnounced bool     // the log already says this room waits for play
-	delivery      Delivery // the delivery in flight, for the hooks
+	lastStale     string    // a message /next served though Band says it is done
+	stopAnnounced bool      // the log already says this room waits for play
+	delivery      Delivery  // the delivery in flight, for the hooks
 }
 
 // step is how one round of the room ended, and so what it does next.
