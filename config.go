@@ -70,6 +70,15 @@ type Config struct {
 	// for minutes.
 	Backoff Backoff
 
+	// DeadLetterNotice returns the text of the error event posted in the
+	// room, exactly once (its dedup key is NoticeKey of the message id),
+	// when a message is dead-lettered, so the person who asked does not
+	// wait in silence. Nil means DefaultDeadLetterNotice, which says why
+	// in plain words and never quotes the error. A func that returns ""
+	// turns the notice off. The API key is scrubbed from whatever it
+	// returns.
+	DeadLetterNotice func(DeadLetter) string
+
 	// Retry bounds the retries of transient HTTP failures. Its zero value
 	// is the production default.
 	Retry RetryPolicy

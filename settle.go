@@ -46,7 +46,14 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 
 	if f := r.failures[m.ID]; f != nil && f.count >= r.s.cfg.MaxAttempts {
 		// The budget was spent but the dead-letter mark did not land.
-		return r.deadLetter(hard, m, f.last)
+		return r.deadLetter(hard, m, attempt, f.last)
+	}
+	if attempt > 1 && r.s.cfg.Ledger.Durable() {
+		// A life before a crash may have begun dead-lettering it: the
+		// room was being told. It finishes that instead of answering.
+		if state, err := ledger.Key(hard, r.id, NoticeKey(m.ID)); err == nil && state != KeyUnknown {
+			return r.deadLetter(hard, m, attempt, errDeadLetteredBefore)
+		}
 	}
 
 	reply, ok := r.unsent[m.ID]
@@ -100,7 +107,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 		return r.fail(hard, cy, m, attempt, handlerErr)
 	case core.FateDeadLetter:
 		r.charge(m.ID, handlerErr)
-		return r.deadLetter(hard, m, handlerErr)
+		return r.deadLetter(hard, m, attempt, handlerErr)
 	default:
 		return r.ack(hard, m, attempt, Outcome{Kind: NoReply})
 	}
@@ -284,8 +291,12 @@ func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 // deadLetter gives up on a message: failed with the reason, then a fresh
 // attempt marked processed, because Band re-serves failed messages at the
 // head of the room and leaving one there would stall everything behind it.
-func (r *room) deadLetter(ctx context.Context, m *wire.Message, cause error) step {
-	reason := fmt.Sprintf("dead-lettered after %d failure(s): %v", r.failures[m.ID].count, cause)
+// The room is told before the message is consumed: an error event that
+// is still owed keeps the message failed, so its next delivery tells the
+// room again, behind the event's guard.
+func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cause error) step {
+	failures := r.failures[m.ID].charged()
+	reason := fmt.Sprintf("dead-lettered after %d failure(s): %v", failures, cause)
 	var perm *PermanentError
 	if errors.As(cause, &perm) {
 		reason = "dead-lettered: " + cause.Error()
@@ -296,12 +307,21 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, cause error) ste
 	if _, err := r.s.api.Failed(mctx, r.id, m.ID, reason); err != nil {
 		return r.failed("POST failed", err)
 	}
+	d := DeadLetter{RoomID: r.id, MessageID: m.ID, SenderID: m.SenderID, SenderName: m.SenderName, Content: m.Content,
+		Failures: failures, Reason: reason, Err: cause, At: time.Now()}
+	if next, ok := r.tellRoom(ctx, m, attempt, d); !ok {
+		return next
+	}
 	// From here only the consuming marks are owed, whatever happens.
 	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
 		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
 	}
 	return r.ackOnly(ctx, m, Outcome{Kind: DeadLettered, Err: cause})
 }
+
+// errDeadLetteredBefore is the cause of a dead letter that an earlier
+// life of the agent began and a crash interrupted.
+var errDeadLetteredBefore = errors.New("given up on before the agent restarted")
 
 // failure is a message's charged handler failures and the last one's error.
 type failure struct {
