@@ -14,7 +14,7 @@ import (
 // DeadLetter is a message the shell gave up on: its handler failed
 // Config.MaxAttempts times, or once with a [Permanent] error. Band has it
 // consumed; the room was told with an error event (see
-// Config.DeadLetterNotice).
+// Config.DeadLetterNotice), which is given it.
 type DeadLetter struct {
 	RoomID     string
 	MessageID  string
@@ -53,8 +53,8 @@ func DefaultDeadLetterNotice(d DeadLetter) string {
 	if d.Failures > 1 {
 		tries = fmt.Sprintf("%d times", d.Failures)
 	}
-	return fmt.Sprintf("Sorry, I could not answer this message: %s. I tried %s and have stopped trying; "+
-		"an operator can replay it once the cause is fixed.", failureKind(d.Err), tries)
+	return fmt.Sprintf("Sorry, I could not answer this message: %s. I tried %s and have stopped trying.",
+		failureKind(d.Err), tries)
 }
 
 // failureKind names the kind of failure err is, in words for a person.
@@ -64,13 +64,14 @@ func failureKind(err error) string {
 		perm     *PermanentError
 		apiErr   *APIError
 		netErr   net.Error
+		tooLarge *ReplyTooLargeError
 	)
 	switch {
 	case err == nil:
 		return "my work kept failing"
 	case errors.As(err, &panicked):
 		return "I hit an internal error"
-	case errors.As(err, &apiErr) && apiErr.Status == 413:
+	case errors.As(err, &tooLarge) || (errors.As(err, &apiErr) && apiErr.Status == 413):
 		return "my answer was too long to post"
 	case errors.As(err, &apiErr) && strings.HasPrefix(apiErr.Endpoint, "POST /agent/chats/{id}/messages"):
 		return "Band refused my answer"

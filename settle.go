@@ -2,6 +2,7 @@ package bandonce
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,6 +79,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 		}
 	}
 	if handlerErr == nil && reply != nil {
+		reply = withSender(reply, m.SenderID)
 		handlerErr = validateReply(reply)
 	}
 	var perm *PermanentError
@@ -173,7 +175,29 @@ func validateReply(rep *Reply) error {
 			return Permanent(err)
 		}
 	}
+	// The body as post1 sends it, with the longest marker any key makes.
+	body, err := json.Marshal(map[string]any{"message": map[string]any{
+		"content":  core.AppendMarker(rep.Content, strings.Repeat("k", core.MaxKeyLen)),
+		"mentions": mentions(rep.Mentions),
+	}})
+	if err != nil {
+		return Permanent(err)
+	}
+	if len(body) > MaxReplyBytes {
+		return Permanent(&ReplyTooLargeError{Bytes: len(body), Max: MaxReplyBytes})
+	}
 	return nil
+}
+
+// withSender returns rep, or a copy of it that mentions the sender when it
+// mentions no one: Band refuses a message without a mention.
+func withSender(rep *Reply, sender string) *Reply {
+	if len(rep.Mentions) > 0 || sender == "" {
+		return rep
+	}
+	c := *rep
+	c.Mentions = []string{sender}
+	return &c
 }
 
 // blank reports whether s shows nothing to a reader: only white space and

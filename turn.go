@@ -148,10 +148,13 @@ func (m *Message) Send(ctx context.Context, rep Reply) error {
 	if m.turn == nil {
 		return ErrNotInTurn
 	}
+	rep.Mentions = append([]string(nil), rep.Mentions...)
+	if len(rep.Mentions) == 0 && m.SenderID != "" {
+		rep.Mentions = []string{m.SenderID}
+	}
 	if err := validateReply(&rep); err != nil {
 		return fmt.Errorf("bandonce: send: %w", err)
 	}
-	rep.Mentions = append([]string(nil), rep.Mentions...)
 	return m.turn.emit(ctx, func(t *turn) effect {
 		if rep.DedupKey != "" {
 			return effect{key: rep.DedupKey, reply: &rep}
