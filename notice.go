@@ -20,6 +20,7 @@ type DeadLetter struct {
 	MessageID  string
 	SenderID   string
 	SenderName string
+	SenderType string
 	// Content is the message's content as Band gave it, mentions
 	// included; Body strips them.
 	Content string

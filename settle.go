@@ -331,8 +331,9 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cau
 	if _, err := r.s.api.Failed(mctx, r.id, m.ID, reason); err != nil {
 		return r.failed("POST failed", err)
 	}
-	d := DeadLetter{RoomID: r.id, MessageID: m.ID, SenderID: m.SenderID, SenderName: m.SenderName, Content: m.Content,
-		Failures: failures, Reason: reason, Err: cause, At: time.Now()}
+	d := DeadLetter{RoomID: r.id, MessageID: m.ID, SenderID: m.SenderID, SenderName: m.SenderName, SenderType: m.SenderType,
+		Content: m.Content, Failures: failures, Reason: reason, Err: cause, At: deadLetterAt()}
+	r.keepDeadLetter(ctx, d)
 	if next, ok := r.tellRoom(ctx, m, attempt, d); !ok {
 		return next
 	}

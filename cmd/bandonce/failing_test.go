@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,4 +96,61 @@ func TestRunAnswersOnceAfterADependencyDownForTwoSeconds(t *testing.T) {
 	t.Logf("outage %s; %d attempts, waits between them %v; answered %s after the service came back",
 		upAt.Sub(downSince).Round(10*time.Millisecond), len(calls), gaps, calls[len(calls)-1].Sub(upAt).Round(10*time.Millisecond))
 	assert.Equal(t, len(calls)-1, w.failedMarks(id), "every attempt but the last failed, and none was dead-lettered")
+	for _, e := range w.band.ChatEvents(w.room.ID) {
+		assert.NotEqual(t, "error", e.MessageType, "an answered message's room is told nothing")
+	}
+}
+
+// Down past the policy's window: the message is dead-lettered, its room
+// told once, the dead letter listed by the command, and answered once by a
+// replay once the service is back; a second replay posts nothing.
+func TestRunDeadLettersAfterALongOutageAndAReplayAnswersOnce(t *testing.T) {
+	bin := bandonceBin(t)
+	w := newRunWorld(t)
+	dep := newOrders(t)
+	ledger := filepath.Join(t.TempDir(), "agent.ledger")
+	env := w.env("ORDERS_URL=" + dep.srv.URL)
+	orders := testdata(t, "orders.sh")
+	agent := start(t, env, bin, "run", "-ledger", ledger, "-max-attempts", "3", "-backoff-base", "100ms", "-backoff-max", "200ms", "--", orders)
+	id := w.say(t, "where is order 17?")
+	eventually(t, "the dead letter", func() bool { return w.band.Status(w.agent.ID, id) == fakeband.StatusProcessed })
+	require.NoError(t, agent.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, agent.wait(t, 20*time.Second), agent.stderr.String())
+
+	assert.Equal(t, 3, w.failedMarks(id), "three failures, the last with the dead-letter reason")
+	assert.Empty(t, w.replies(), "no answer while the service is down")
+	var told []fakeband.ChatEvent
+	for _, e := range w.band.ChatEvents(w.room.ID) {
+		if e.SenderID == w.agent.ID && e.MessageType == "error" {
+			told = append(told, e)
+		}
+	}
+	require.Len(t, told, 1, "one error event in the room")
+	assert.Contains(t, string(told[0].Metadata), bandonce.NoticeKey(id))
+	assert.Contains(t, told[0].Content, "could not answer this message")
+	assert.NotContains(t, told[0].Content, w.agent.Key)
+
+	list := start(t, env, bin, "deadletters", "list", "-ledger", ledger)
+	require.Equal(t, 0, list.wait(t, 20*time.Second), list.stderr.String())
+	assert.Contains(t, list.stdout.String(), id)
+	assert.Regexp(t, id+`\s+3\s`, list.stdout.String(), "with its three failures")
+	assert.Contains(t, list.stdout.String(), "where is order 17?")
+
+	dep.setDown(false)
+	replay := start(t, env, bin, "deadletters", "replay", "-ledger", ledger, "-message", id, "--", orders)
+	require.Equal(t, 0, replay.wait(t, 20*time.Second), replay.stderr.String())
+	assert.Contains(t, replay.stdout.String(), id+"\treplied")
+	replies := w.replies()
+	require.Len(t, replies, 1, "answered once by the replay")
+	assert.Contains(t, replies[0], "order status: shipped")
+	assert.True(t, strings.HasSuffix(replies[0], "[dedup_key:"+bandonce.DefaultKey(id)+"]"), "under the message's own key")
+
+	again := start(t, env, bin, "deadletters", "replay", "-ledger", ledger, "-message", id, "--", orders)
+	assert.Equal(t, exitFailed, again.wait(t, 20*time.Second), "nothing left to replay")
+	assert.Contains(t, again.stderr.String(), "no dead letter of message "+id)
+	assert.Len(t, w.replies(), 1, "a second replay posts nothing")
+
+	empty := start(t, env, bin, "deadletters", "list", "-ledger", ledger)
+	require.Equal(t, 0, empty.wait(t, 20*time.Second))
+	assert.Contains(t, empty.stdout.String(), "no dead letters")
 }

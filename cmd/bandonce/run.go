@@ -25,6 +25,7 @@ type runOptions struct {
 	timeout   time.Duration
 	attempts  int
 	backoff   bandonce.Backoff
+	ledger    string
 	once      bool
 	verbose   bool
 }
@@ -53,6 +54,7 @@ flags:
 	fs.IntVar(&o.attempts, "max-attempts", 10, "failures before a message is dead-lettered")
 	fs.DurationVar(&o.backoff.BaseDelay, "backoff-base", time.Second, "the longest wait after a message's first failure; each later one may double")
 	fs.DurationVar(&o.backoff.MaxDelay, "backoff-max", 2*time.Minute, "cap on the wait between two attempts of a failed message")
+	fs.StringVar(&o.ledger, "ledger", "", "keep the ledger (replies, acks, steps, dead letters) in this bbolt `file`, across restarts (default: in memory)")
 	fs.BoolVar(&o.once, "once", false, "answer what is waiting in every room, then exit (for cron and batch jobs)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	if err := fs.Parse(args); err != nil {
@@ -137,7 +139,18 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 		// killed with the rest of the command.
 		_ = procgroup.BecomeSubreaper()
 	}
+	var ledger bandonce.Ledger
+	if o.ledger != "" {
+		l, err := openRunLedger(ctx, o.ledger, key, getenv, logger)
+		if err != nil {
+			fmt.Fprintln(stderr, "bandonce run:", err)
+			return exitCannot
+		}
+		defer l.Close()
+		ledger = l
+	}
 	shell, err := bandonce.New(bandonce.Config{
+		Ledger:         ledger,
 		APIKey:         key,
 		BaseURL:        baseURL(getenv),
 		SocketURL:      getenv("BAND_WS_URL"),
