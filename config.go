@@ -187,6 +187,10 @@ type Hooks struct {
 	// Request is called after every HTTP attempt to Band's REST API,
 	// retries included.
 	Request func(ctx context.Context, r Request)
+	// Step is called when a Message.Step returns, with whether its fn ran
+	// or its result was replayed from the ledger, how long it took and
+	// its error. ctx is the one the handler passed to Step.
+	Step func(ctx context.Context, s StepRun)
 	// Control is called for each room a control signal was applied to,
 	// and once for a supersede.
 	Control func(ControlSignal)
