@@ -140,7 +140,7 @@ func (s *Shell) Replay(ctx context.Context, roomID, messageID string) (Outcome, 
 	t.close()
 	if err == nil && reply != nil {
 		reply = withSender(reply, d.SenderID)
-		err = validateReply(reply)
+		err = validateReply(reply, s.cfg.MaxResponseBytes)
 	}
 	if err != nil {
 		s.log.Warn("bandonce: replay failed; the dead letter is kept", "room", roomID, "message", messageID, "err", err)

@@ -153,7 +153,7 @@ func (m *Message) Send(ctx context.Context, rep Reply) error {
 	if len(rep.Mentions) == 0 && m.SenderID != "" {
 		rep.Mentions = []string{m.SenderID}
 	}
-	if err := validateReply(&rep); err != nil {
+	if err := validateReply(&rep, m.turn.r.s.cfg.MaxResponseBytes); err != nil {
 		return fmt.Errorf("bandonce: send: %w", err)
 	}
 	return m.turn.emit(ctx, func(t *turn) effect {
