@@ -61,9 +61,23 @@ type Config struct {
 	Ledger Ledger
 
 	// MaxAttempts is how many handler failures a message may take before
-	// it is dead-lettered. Zero means 3. Interrupts, stops and crashes
+	// it is dead-lettered. Zero means 10. Interrupts, stops and crashes
 	// are not failures.
 	MaxAttempts int
+
+	// Backoff paces a failed message's next handler attempts. Its zero
+	// value is the production default, which rides out a dependency down
+	// for minutes.
+	Backoff Backoff
+
+	// DeadLetterNotice returns the text of the error event posted in the
+	// room, exactly once (its dedup key is NoticeKey of the message id),
+	// when a message is dead-lettered, so the person who asked does not
+	// wait in silence. Nil means DefaultDeadLetterNotice, which says why
+	// in plain words and never quotes the error. A func that returns ""
+	// turns the notice off. The API key is scrubbed from whatever it
+	// returns.
+	DeadLetterNotice func(DeadLetter) string
 
 	// Retry bounds the retries of transient HTTP failures. Its zero value
 	// is the production default.
@@ -195,6 +209,10 @@ type Hooks struct {
 	// Request is called after every HTTP attempt to Band's REST API,
 	// retries included.
 	Request func(ctx context.Context, r Request)
+	// Step is called when a Message.Step returns, with whether its fn ran
+	// or its result was replayed from the ledger, how long it took and
+	// its error. ctx is the one the handler passed to Step.
+	Step func(ctx context.Context, s StepRun)
 	// Control is called for each room a control signal was applied to,
 	// and once for a supersede.
 	Control func(ControlSignal)
@@ -326,6 +344,9 @@ func (c Config) withDefaults() (settings, error) {
 	if err := validateRetry(c.Retry); err != nil {
 		return settings{}, err
 	}
+	if err := c.Backoff.validate(); err != nil {
+		return settings{}, err
+	}
 	seen := make(map[string]bool, len(c.Rooms))
 	for _, r := range c.Rooms {
 		if strings.TrimSpace(r) == "" || seen[r] {
@@ -342,7 +363,8 @@ func (c Config) withDefaults() (settings, error) {
 	}
 	s := settings{Config: c, apiKey: keyguard.New(c.APIKey), baseURL: base}
 	s.APIKey = ""
-	s.MaxAttempts = cmp.Or(c.MaxAttempts, 3)
+	s.MaxAttempts = cmp.Or(c.MaxAttempts, defaultMaxAttempts)
+	s.Backoff = c.Backoff.withDefaults()
 	s.RequestTimeout = cmp.Or(c.RequestTimeout, 30*time.Second)
 	s.PollInterval = cmp.Or(c.PollInterval, 2*time.Second)
 	s.ResyncInterval = cmp.Or(c.ResyncInterval, 60*time.Second)

@@ -118,6 +118,25 @@ type PermanentError struct{ Err error }
 func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
 func (e *PermanentError) Unwrap() error { return e.Err }
 
+// MaxReplyBytes bounds a reply: the JSON body of its POST (content, dedup
+// marker and mentions) may take at most this many bytes. Band does not
+// publish its limit; the fake Band answers a larger body with 413
+// payload_too_large, and the shell refuses a larger reply before sending
+// it.
+const MaxReplyBytes = 1 << 20
+
+// ReplyTooLargeError is the error for a Reply whose POST body would be
+// larger than MaxReplyBytes. Nothing was posted.
+type ReplyTooLargeError struct {
+	// Bytes is the size the body would have had, serialized, with the
+	// longest dedup marker; Max is MaxReplyBytes.
+	Bytes, Max int
+}
+
+func (e *ReplyTooLargeError) Error() string {
+	return fmt.Sprintf("reply is %d bytes serialized; Band takes at most %d", e.Bytes, e.Max)
+}
+
 // PanicError is the handler error a recovered panic becomes.
 type PanicError struct {
 	Value any

@@ -60,7 +60,7 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 		return stepStopped
 	case failRefused:
 		r.charge(m.ID, f.err)
-		return r.deadLetter(ctx, m, f.err)
+		return r.deadLetter(ctx, m, attempt, f.err)
 	case failWait:
 		return stepIdle
 	default:

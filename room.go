@@ -39,10 +39,11 @@ type room struct {
 	// life (catchUpLedger), so its "no record" now means "never tried".
 	ledgerChecked bool
 
-	errStreak     int      // consecutive rounds that ended in an error, for backoff
-	lastStale     string   // a message /next served though Band says it is done
-	stopAnnounced bool     // the log already says this room waits for play
-	delivery      Delivery // the delivery in flight, for the hooks
+	errStreak     int       // consecutive rounds that ended in an error, for backoff
+	retryAt       time.Time // when the held message's next attempt is due (see roomControl.hold)
+	lastStale     string    // a message /next served though Band says it is done
+	stopAnnounced bool      // the log already says this room waits for play
+	delivery      Delivery  // the delivery in flight, for the hooks
 }
 
 // step is how one round of the room ended, and so what it does next.
@@ -52,6 +53,7 @@ const (
 	stepNext    step = iota // ask /next again at once
 	stepIdle                // nothing to do: wait for a wake-up or the poll
 	stepBackoff             // something failed: wait with backoff
+	stepHeld                // a failed message waits for its next attempt, and the room with it
 	stepStopped             // the room is stopped: wait for play
 	stepGone                // the room is no longer ours
 )
@@ -90,6 +92,11 @@ func (r *room) turn(hard context.Context) roundDone {
 		r.errStreak++
 		r.oneShot(func(d *drainTracker) { d.busy(r) })
 		done.wait = r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, r.errStreak)
+	case stepHeld:
+		r.errStreak = 0
+		r.oneShot(func(d *drainTracker) { d.busy(r) })
+		done.wait = time.Until(r.retryAt)
+		done.again = done.wait <= 0
 	case stepStopped:
 		// Play wakes the room; a probe now and then covers a play whose
 		// push never arrived.
@@ -117,6 +124,11 @@ func (r *room) round(fetch, hard context.Context) step {
 	probe, ok := r.ctl.mayFetch(time.Now(), r.s.cfg.ResyncInterval)
 	if !ok {
 		return stepStopped
+	}
+	if id, cut := r.ctl.holding(); id != "" && !cut && time.Now().Before(r.retryAt) {
+		// Woken early (a push, a play): the failed message is still at
+		// the head of the room and its wait is not over.
+		return stepHeld
 	}
 	m, err := r.s.api.Next(fetch, r.id)
 	var unreadable error

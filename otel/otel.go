@@ -40,7 +40,9 @@
 // it: a "bandonce.handler" span for the handler call, whose context the
 // Handler gets, so the spans the handler starts are its children; a span
 // per HTTP attempt the shell made for the delivery, named by its endpoint;
-// and an event per read of the room by the guard.
+// an event per read of the room by the guard; and a "bandonce.step" span
+// per Message.Step, with its name, idempotency key, whether its result was
+// replayed from the ledger, and its error.
 package bandonceotel
 
 import (
@@ -178,6 +180,9 @@ const (
 	keyMessage       = attribute.Key("bandonce.message.id")
 	keyAttempt       = attribute.Key("bandonce.attempt")
 	keyFound         = attribute.Key("bandonce.guard.found")
+	keyStep          = attribute.Key("bandonce.step.name")
+	keyStepKey       = attribute.Key("bandonce.step.idempotency_key")
+	keyReplayed      = attribute.Key("bandonce.step.replayed")
 )
 
 // hooks returns the instrumentation's hooks, each calling next's after
@@ -243,6 +248,12 @@ func (in *instruments) hooks(next bandonce.Hooks) bandonce.Hooks {
 		trace.SpanFromContext(ctx).AddEvent("bandonce.guard.read", trace.WithAttributes(keyGuardResult.String(result), keyFound.Bool(found)))
 		if next.GuardRead != nil {
 			next.GuardRead(ctx, d, found, err)
+		}
+	}
+	h.Step = func(ctx context.Context, s bandonce.StepRun) {
+		in.step(ctx, s)
+		if next.Step != nil {
+			next.Step(ctx, s)
 		}
 	}
 	h.Request = func(ctx context.Context, r bandonce.Request) {
@@ -321,6 +332,20 @@ func (in *instruments) request(ctx context.Context, r bandonce.Request) {
 		span.SetStatus(codes.Error, r.Err.Error())
 	case r.Status >= 400:
 		span.SetStatus(codes.Error, "")
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
+// step is a span for one Message.Step, placed after the fact where it
+// ran, a child of the handler's span.
+func (in *instruments) step(ctx context.Context, s bandonce.StepRun) {
+	end := time.Now()
+	_, span := in.tracer.Start(ctx, "bandonce.step", trace.WithTimestamp(end.Add(-s.Took)), trace.WithAttributes(
+		keyRoom.String(s.RoomID), keyMessage.String(s.MessageID), keyStep.String(s.Name),
+		keyStepKey.String(s.IdempotencyKey), keyReplayed.Bool(s.Replayed)))
+	if s.Err != nil {
+		span.RecordError(s.Err)
+		span.SetStatus(codes.Error, s.Err.Error())
 	}
 	span.End(trace.WithTimestamp(end))
 }

@@ -2,6 +2,7 @@ package bandonceotel_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -360,4 +361,52 @@ func TestThePaceOfAThrottledAgentIsAGauge(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 	})
+}
+
+// A Step is a span of its own inside the handler's span, saying whether it
+// ran or was replayed from the ledger.
+func TestAStepIsASpanInsideItsHandlersSpan(t *testing.T) {
+	w := newWorld(t)
+	tm := newTelemetry()
+	w.say(t, "refund order 17")
+	calls := 0
+	cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		calls++
+		if _, err := m.Step(ctx, "refund", func(context.Context, string) ([]byte, error) { return []byte("re_1"), nil }); err != nil {
+			return nil, err
+		}
+		if calls == 1 {
+			return nil, errors.New("the model API timed out") // the next delivery replays the step
+		}
+		return &bandonce.Reply{Content: "refunded"}, nil
+	})
+	cfg.DisableSocket = true
+	cfg.Backoff = bandonce.Backoff{BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
+	require.NoError(t, bandonceotel.Instrument(&cfg, tm.opts...))
+	shell, err := bandonce.New(cfg)
+	require.NoError(t, err)
+	_, err = shell.Drain(context.Background())
+	require.NoError(t, err)
+
+	handlers := map[trace.SpanID]bool{}
+	for _, s := range tm.spans.Ended() {
+		if s.Name() == "bandonce.handler" {
+			handlers[s.SpanContext().SpanID()] = true
+		}
+	}
+	var replayed []bool
+	for _, s := range tm.spans.Ended() {
+		if s.Name() != "bandonce.step" {
+			continue
+		}
+		assert.True(t, handlers[s.Parent().SpanID()], "a child of its handler's span")
+		attrs := attribute.NewSet(s.Attributes()...)
+		name, _ := attrs.Value("bandonce.step.name")
+		assert.Equal(t, "refund", name.AsString())
+		key, _ := attrs.Value("bandonce.step.idempotency_key")
+		assert.NotEmpty(t, key.AsString())
+		r, _ := attrs.Value("bandonce.step.replayed")
+		replayed = append(replayed, r.AsBool())
+	}
+	assert.Equal(t, []bool{false, true}, replayed, "run at the first delivery, replayed from the ledger at the second")
 }

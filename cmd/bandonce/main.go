@@ -4,6 +4,7 @@
 //	bandonce verify [flags] -- <command> [args...]
 //	bandonce run [flags] -- <command> [args...]
 //	bandonce run -forward https://host/path [flags]
+//	bandonce deadletters list|replay -ledger FILE [flags] [-- <command>]
 //
 // grades any agent that runs as a process: it serves a fake Band on
 // loopback, starts the command with the environment Band's SDKs read
@@ -29,6 +30,10 @@
 // sends the remote a cancel call. Exit status: 0 after SIGINT or SIGTERM
 // and a graceful drain, 1 for a rejected key or a superseded connection,
 // 2 for bad usage.
+//
+// deadletters lists what an agent served by run -ledger FILE gave up on,
+// and replays it: the command runs again for the stored message and its
+// reply is posted under the message's own dedup key, once.
 //
 // See docs/bandonce.md for the rules, the flags and the attribution of
 // replies.
@@ -68,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return verifyMain(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runMain(ctx, args[1:], os.Environ(), stderr)
+	case "deadletters":
+		return deadLettersMain(ctx, args[1:], os.Environ(), stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -80,6 +87,8 @@ const usage = `usage:
   bandonce verify [flags] -- <command> [args...]   grade an agent process with the kill-storm
   bandonce run [flags] -- <command> [args...]      run a command per message, exactly once
   bandonce run -forward URL [flags]                POST each message to URL, exactly once
+  bandonce deadletters list -ledger FILE           the messages run -ledger FILE gave up on
+  bandonce deadletters replay -ledger FILE (-message ID | -all) -- <command>   answer them again, once
 
 Run "bandonce verify -h" or "bandonce run -h" for the flags; docs/bandonce.md has the details.
 `

@@ -24,6 +24,8 @@ type runOptions struct {
 	grace     time.Duration
 	timeout   time.Duration
 	attempts  int
+	backoff   bandonce.Backoff
+	ledger    string
 	once      bool
 	verbose   bool
 	env       []string
@@ -51,7 +53,10 @@ flags:
 	fs.StringVar(&o.key, "key", "", "dedup key `template`: {message_id}, {room_id}, {sender_id} (default msg:{message_id})")
 	fs.DurationVar(&o.grace, "grace", bridge.DefaultGrace, "time between SIGTERM and SIGKILL of a cancelled command; also how long a running command may finish on shutdown")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound one message's work; when it runs out the work is cancelled and counts as a failure (default: none)")
-	fs.IntVar(&o.attempts, "max-attempts", 3, "failures before a message is dead-lettered")
+	fs.IntVar(&o.attempts, "max-attempts", 10, "failures before a message is dead-lettered")
+	fs.DurationVar(&o.backoff.BaseDelay, "backoff-base", time.Second, "the longest wait after a message's first failure; each later one may double")
+	fs.DurationVar(&o.backoff.MaxDelay, "backoff-max", 2*time.Minute, "cap on the wait between two attempts of a failed message")
+	fs.StringVar(&o.ledger, "ledger", "", "keep the ledger (replies, acks, steps, dead letters) in this bbolt `file`, across restarts (default: in memory)")
 	fs.BoolVar(&o.once, "once", false, "answer what is waiting in every room, then exit (for cron and batch jobs)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.Func("env", "pass the command these `NAMES` of bandonce run's environment too (comma-separated, repeatable; NAME* is a prefix); it gets only "+strings.Join(bridge.DefaultEnv, ",")+" otherwise", func(v string) error {
@@ -80,6 +85,8 @@ flags:
 		return o, errors.New("-grace must be positive")
 	case o.timeout < 0 || o.attempts < 1:
 		return o, errors.New("-timeout must not be negative and -max-attempts must be at least 1")
+	case o.backoff.BaseDelay <= 0 || o.backoff.MaxDelay < o.backoff.BaseDelay:
+		return o, errors.New("-backoff-base must be positive and -backoff-max at least -backoff-base")
 	}
 	return o, nil
 }
@@ -159,7 +166,18 @@ func runMain(ctx context.Context, args []string, environ []string, stderr io.Wri
 		// killed with the rest of the command.
 		_ = procgroup.BecomeSubreaper()
 	}
+	var ledger bandonce.Ledger
+	if o.ledger != "" {
+		l, err := openRunLedger(ctx, o.ledger, key, getenv, logger)
+		if err != nil {
+			fmt.Fprintln(stderr, "bandonce run:", err)
+			return exitCannot
+		}
+		defer l.Close()
+		ledger = l
+	}
 	shell, err := bandonce.New(bandonce.Config{
+		Ledger:         ledger,
 		APIKey:         key,
 		BaseURL:        baseURL(getenv),
 		SocketURL:      getenv("BAND_WS_URL"),
@@ -167,6 +185,7 @@ func runMain(ctx context.Context, args []string, environ []string, stderr io.Wri
 		Logger:         logger,
 		HandlerTimeout: o.timeout,
 		MaxAttempts:    o.attempts,
+		Backoff:        o.backoff,
 		// On shutdown a running command may finish for the grace, then
 		// it is cancelled: SIGTERM, and SIGKILL after the grace more.
 		ShutdownTimeout: o.grace,

@@ -78,6 +78,15 @@ func TestVerifyCatchesAGoAgentThatAcknowledgesBeforeItPosts(t *testing.T) {
 	assert.Equal(t, []string{`1. a human says "r1m1" in room 1`}, witness(out))
 }
 
+func TestVerifyCatchesAnAgentThatTellsTheRoomItGaveUpOnAnAnsweredMessage(t *testing.T) {
+	bin, agent := bandonceBin(t), flawedBin(t)
+	p := start(t, nil, bin, "verify", "-no-socket", "-check", "kill-before-post", "-schedules", "1", "--", agent, "-tell-answered")
+	code := p.wait(t, 3*time.Minute)
+	out := p.stdout.String()
+	require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+	assert.Contains(t, out, "one-outcome: r1m1 was answered, yet its room was told it was given up on")
+}
+
 // An agent that hears Band's signals and ignores them breaks the rule
 // each check is about, and the witness holds the signal at the claim.
 func TestVerifyCatchesAnAgentDeafToSignals(t *testing.T) {
