@@ -393,7 +393,12 @@ func TestOutputHoldingTheKeyIsRefusedAndDeadLettered(t *testing.T) {
 	for _, e := range band.ChatEvents(room.ID) {
 		room1 = append(room1, e.Content, string(e.Metadata))
 	}
-	assert.Empty(t, band.ChatEvents(room.ID), "no event was sent")
+	for _, e := range band.ChatEvents(room.ID) {
+		// Only the room's notices that a message was dead-lettered.
+		assert.Equal(t, "error", e.MessageType, "no event but a dead-letter notice was sent: %q", e.Content)
+		assert.Contains(t, string(e.Metadata), ":dead-letter", "no event but a dead-letter notice was sent: %q", e.Content)
+	}
+	assert.Len(t, band.ChatEvents(room.ID), len(ids), "each refused message tells its room once")
 	for _, p := range band.Posts(room.ID) {
 		assert.NotEqual(t, agent.ID, p.SenderID, "no reply was posted: %q", p.Content)
 	}

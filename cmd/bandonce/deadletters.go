@@ -19,7 +19,7 @@ import (
 )
 
 const deadLettersUsage = `usage: bandonce deadletters list -ledger FILE
-       bandonce deadletters replay -ledger FILE (-message ID | -all) [-key T] -- <command> [args...]
+       bandonce deadletters replay -ledger FILE (-message ID | -all) [-key T] [-env NAMES] [-pass-key] -- <command> [args...]
 
 Lists the messages an agent served by "bandonce run -ledger FILE" gave up
 on, or runs the command again for them and posts each reply under the
@@ -45,6 +45,9 @@ func deadLettersMain(ctx context.Context, args []string, environ []string, stdou
 	message := fs.String("message", "", "replay: the `id` of the message to replay")
 	all := fs.Bool("all", false, "replay: every dead letter, oldest first")
 	keyTemplate := fs.String("key", "", "replay: the dedup key `template` bandonce run was given, if any")
+	var env []string
+	var passKey bool
+	commandEnvFlags(fs, &env, &passKey)
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -89,7 +92,7 @@ func deadLettersMain(ctx context.Context, args []string, environ []string, stdou
 		printDeadLetters(stdout, dead)
 		return exitOK
 	}
-	cmd, err := bridge.NewCommand(argv, bridge.Options{KeyTemplate: *keyTemplate, Logger: logger, Key: secret, Environ: environ})
+	cmd, err := bridge.NewCommand(argv, bridge.Options{KeyTemplate: *keyTemplate, Logger: logger, Key: secret, Env: env, PassKey: passKey, Environ: environ})
 	if err != nil {
 		fmt.Fprintln(stderr, "bandonce deadletters:", err)
 		return exitCannot

@@ -74,7 +74,7 @@ func TestRunAnswersOnceAfterADependencyDownForTwoSeconds(t *testing.T) {
 	bin := bandonceBin(t)
 	w := newRunWorld(t)
 	dep := newOrders(t)
-	p := start(t, w.env("ORDERS_URL="+dep.srv.URL), bin, "run", "--", testdata(t, "orders.sh"))
+	p := start(t, w.env("ORDERS_URL="+dep.srv.URL), bin, "run", "-env", "ORDERS_URL", "--", testdata(t, "orders.sh"))
 	_ = p // stopped by start's cleanup
 	id := w.say(t, "where is order 17?")
 	eventually(t, "the first failure", func() bool { return w.failedMarks(id) > 0 })
@@ -111,7 +111,7 @@ func TestRunDeadLettersAfterALongOutageAndAReplayAnswersOnce(t *testing.T) {
 	ledger := filepath.Join(t.TempDir(), "agent.ledger")
 	env := w.env("ORDERS_URL=" + dep.srv.URL)
 	orders := testdata(t, "orders.sh")
-	agent := start(t, env, bin, "run", "-ledger", ledger, "-max-attempts", "3", "-backoff-base", "100ms", "-backoff-max", "200ms", "--", orders)
+	agent := start(t, env, bin, "run", "-env", "ORDERS_URL", "-ledger", ledger, "-max-attempts", "3", "-backoff-base", "100ms", "-backoff-max", "200ms", "--", orders)
 	id := w.say(t, "where is order 17?")
 	eventually(t, "the dead letter", func() bool { return w.band.Status(w.agent.ID, id) == fakeband.StatusProcessed })
 	require.NoError(t, agent.cmd.Process.Signal(syscall.SIGTERM))
@@ -137,7 +137,7 @@ func TestRunDeadLettersAfterALongOutageAndAReplayAnswersOnce(t *testing.T) {
 	assert.Contains(t, list.stdout.String(), "where is order 17?")
 
 	dep.setDown(false)
-	replay := start(t, env, bin, "deadletters", "replay", "-ledger", ledger, "-message", id, "--", orders)
+	replay := start(t, env, bin, "deadletters", "replay", "-ledger", ledger, "-message", id, "-env", "ORDERS_URL", "--", orders)
 	require.Equal(t, 0, replay.wait(t, 20*time.Second), replay.stderr.String())
 	assert.Contains(t, replay.stdout.String(), id+"\treplied")
 	replies := w.replies()
@@ -145,7 +145,7 @@ func TestRunDeadLettersAfterALongOutageAndAReplayAnswersOnce(t *testing.T) {
 	assert.Contains(t, replies[0], "order status: shipped")
 	assert.True(t, strings.HasSuffix(replies[0], "[dedup_key:"+bandonce.DefaultKey(id)+"]"), "under the message's own key")
 
-	again := start(t, env, bin, "deadletters", "replay", "-ledger", ledger, "-message", id, "--", orders)
+	again := start(t, env, bin, "deadletters", "replay", "-ledger", ledger, "-message", id, "-env", "ORDERS_URL", "--", orders)
 	assert.Equal(t, exitFailed, again.wait(t, 20*time.Second), "nothing left to replay")
 	assert.Contains(t, again.stderr.String(), "no dead letter of message "+id)
 	assert.Len(t, w.replies(), 1, "a second replay posts nothing")

@@ -59,15 +59,7 @@ flags:
 	fs.StringVar(&o.ledger, "ledger", "", "keep the ledger (replies, acks, steps, dead letters) in this bbolt `file`, across restarts (default: in memory)")
 	fs.BoolVar(&o.once, "once", false, "answer what is waiting in every room, then exit (for cron and batch jobs)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
-	fs.Func("env", "pass the command these `NAMES` of bandonce run's environment too (comma-separated, repeatable; NAME* is a prefix); it gets only "+strings.Join(bridge.DefaultEnv, ",")+" otherwise", func(v string) error {
-		for _, n := range strings.Split(v, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				o.env = append(o.env, n)
-			}
-		}
-		return nil
-	})
-	fs.BoolVar(&o.passKey, "pass-key", false, "give the command the agent's key (BAND_API_KEY) and Band's URLs; RISK: whatever can read it can print it, and a model can be talked into printing it")
+	commandEnvFlags(fs, &o.env, &o.passKey)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -89,6 +81,21 @@ flags:
 		return o, errors.New("-backoff-base must be positive and -backoff-max at least -backoff-base")
 	}
 	return o, nil
+}
+
+// commandEnvFlags declares -env and -pass-key, which say what of bandonce's
+// environment a command gets: bandonce run and bandonce deadletters replay
+// run the same command, so they take the same two flags.
+func commandEnvFlags(fs *flag.FlagSet, env *[]string, passKey *bool) {
+	fs.Func("env", "pass the command these `NAMES` of bandonce run's environment too (comma-separated, repeatable; NAME* is a prefix); it gets only "+strings.Join(bridge.DefaultEnv, ",")+" otherwise", func(v string) error {
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				*env = append(*env, n)
+			}
+		}
+		return nil
+	})
+	fs.BoolVar(passKey, "pass-key", false, "give the command the agent's key (BAND_API_KEY) and Band's URLs; RISK: whatever can read it can print it, and a model can be talked into printing it")
 }
 
 // baseURL is the REST root from the environment Band's SDKs and our
