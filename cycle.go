@@ -34,6 +34,10 @@ type cycle struct {
 	late      error                   // a signal that came after the commit
 	cancel    context.CancelCauseFunc // set while the handler runs
 	committed bool
+	// resent: the cycle was held open while an earlier send of its reply
+	// settled, so its next POST is a POST again (see lateSignal). The
+	// room's goroutine alone reads and writes it.
+	resent bool
 }
 
 func newRoomControl(wake func()) *roomControl {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/band-once/bandonce/internal/core"
@@ -22,6 +23,11 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 	if err != nil {
 		r.s.ledgerFailed("bandonce: ledger read failed", err, "room", r.id, "message", m.ID)
 		return stepBackoff
+	}
+	if o, ok := r.heldAcks[m.ID]; ok {
+		// Its fate was decided; the mark waited for its sends to settle.
+		delete(r.heldAcks, m.ID)
+		return r.ackOnly(hard, m, o)
 	}
 	if pending || r.consumeOnServe[m.ID] || r.isOwn(m) {
 		// The fate is already settled: only the processed mark is owed.
@@ -204,9 +210,14 @@ func (r *room) aborted(ctx context.Context, m *wire.Message, attempt int, cause 
 
 // ack marks the message processed and reports o. If the mark fails, the
 // message is ack-pending: only the mark is retried, never the handler.
+// While a send of the message may still land, the mark waits (see
+// holdAck).
 func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome) step {
 	o.RoomID, o.MessageID, o.Attempt = r.id, m.ID, attempt
 	ledger := r.s.cfg.Ledger
+	if until := r.s.late.messageSettledAt(r.id, m.ID, time.Now()); !until.IsZero() {
+		return r.holdAck(ctx, m, o, until)
+	}
 	if ledger.Durable() {
 		// Written before the mark, so a crash after it settles the next
 		// delivery with the mark alone.
@@ -229,6 +240,24 @@ func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome)
 	return stepNext
 }
 
+// holdAck keeps a message whose fate is decided from being consumed
+// until its sends have settled: consumed, it would let the room go on to
+// later messages, whose guard trusts on their first attempt that no send
+// of an earlier message can still land (lateSends.settledAt). The room
+// waits without a worker and then marks it processed with o; a durable
+// ledger records the mark as owed, so a crash meanwhile costs the next
+// life the mark alone.
+func (r *room) holdAck(ctx context.Context, m *wire.Message, o Outcome, until time.Time) step {
+	if ledger := r.s.cfg.Ledger; ledger.Durable() {
+		if err := ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
+			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
+		}
+	}
+	r.heldAcks[m.ID] = o
+	r.settleUntil = until
+	return stepSettle
+}
+
 // ackOnly settles a message whose fate was decided by an earlier delivery:
 // it opens an attempt (processed needs one) and marks it processed.
 func (r *room) ackOnly(ctx context.Context, m *wire.Message, o Outcome) step {
@@ -249,6 +278,7 @@ func (r *room) ackOnly(ctx context.Context, m *wire.Message, o Outcome) step {
 func (r *room) forget(ctx context.Context, id string) {
 	delete(r.failures, id)
 	delete(r.unsent, id)
+	delete(r.heldAcks, id)
 	delete(r.consumeOnServe, id)
 	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, id, false); err != nil {
 		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", id)

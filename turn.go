@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/band-once/bandonce/band"
@@ -190,12 +191,25 @@ func (t *turn) emit(ctx context.Context, next func(*turn) effect) error {
 		return ErrNotInTurn
 	}
 	e := next(t)
+	e.msg = t.msgID
 	if err := t.forbidden(ctx); err != nil {
 		return err
 	}
 	ectx, cancel := t.effectCtx(ctx)
 	defer cancel()
 	_, f := t.r.send(ectx, t.attempt, e, func(bool) error { return t.forbidden(ctx) })
+	for f != nil && f.kind == failSettle {
+		// An earlier send of this effect may still land. The handler is
+		// waiting for its effect anyway: it waits here until the send
+		// has settled, then the guard reads the room.
+		if err := sleep(ctx, time.Until(f.until)); err != nil {
+			return fmt.Errorf("bandonce: %s (key %q): waiting for an earlier send to settle: %w", f.call, e.key, err)
+		}
+		if err := t.forbidden(ctx); err != nil {
+			return err
+		}
+		_, f = t.r.send(ectx, t.attempt, e, func(bool) error { return t.forbidden(ctx) })
+	}
 	if f == nil {
 		return nil
 	}

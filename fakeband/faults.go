@@ -53,13 +53,20 @@ const (
 	// sees its connection closed.
 	LoseResponse
 	// Delay waits Delay (or until the request is cancelled) and then
-	// serves the request normally.
+	// serves the request normally. A request whose client gave up, or
+	// died, while it waited is never applied.
 	Delay
 	// StaleNext makes one /next serve the message most recently marked
 	// processed by that agent in that room, as a stale replica would.
 	// When there is no such message (or the room is stopped) /next answers
 	// as usual and FaultsFired does not count it.
 	StaleNext
+	// ApplyLate holds the request Delay and then applies it, whether or
+	// not its client is still there: a server that keeps working on a
+	// request after its client gave up on it, or was killed. The answer
+	// goes to a client that still waits for it. Only Close cuts the hold
+	// short, and then nothing is applied.
+	ApplyLate
 )
 
 func (k FaultKind) String() string {
@@ -72,6 +79,8 @@ func (k FaultKind) String() string {
 		return "delay"
 	case StaleNext:
 		return "stale_next"
+	case ApplyLate:
+		return "apply_late"
 	}
 	return fmt.Sprintf("FaultKind(%d)", int(k))
 }
@@ -88,7 +97,7 @@ type Fault struct {
 	Code        string        // FailBefore: the error code ("" = one named after Status); 403 limit_reached is Band's plan quota
 	RetryAfter  string        // FailBefore: Retry-After header value ("" = none)
 	EmptyBody   bool          // FailBefore: no body at all (like the load balancer's 429)
-	Delay       time.Duration // Delay: how long to wait before serving
+	Delay       time.Duration // Delay and ApplyLate: how long to hold the request before serving it
 }
 
 type faultRule struct {
