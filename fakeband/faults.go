@@ -132,7 +132,9 @@ func (b *Band) ClearFaults() {
 }
 
 // FaultsFired is a histogram "endpoint/kind" -> times fired, for example
-// "next/stale_next" or, for socket faults, "socket/lose_push".
+// "next/stale_next" or, for socket faults, "socket/lose_push". A request
+// an ApplyLate fault held counts as "endpoint/apply_late" when it is
+// taken, and again as "endpoint/applied_late" once it was applied.
 func (b *Band) FaultsFired() map[string]int {
 	b.mu.Lock()
 	defer b.mu.Unlock()

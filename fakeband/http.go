@@ -98,6 +98,7 @@ func (b *Band) api(rt route) http.Handler {
 				if r, ok = b.holdDetached(r, f.Delay); !ok {
 					return // the Band is closing
 				}
+				defer b.appliedLate(rt.ep)
 			}
 		}
 		var rep reply
@@ -156,6 +157,13 @@ func (b *Band) holdDetached(r *http.Request, d time.Duration) (_ *http.Request, 
 		return nil, false
 	}
 	return held, true
+}
+
+// appliedLate counts a held request that has been applied.
+func (b *Band) appliedLate(ep Endpoint) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.faults.fired[string(ep)+"/applied_late"]++
 }
 
 // wait sleeps d unless ctx ends or the Band closes first.
