@@ -152,6 +152,17 @@ func (c *roomControl) startHandler(cy *cycle, cancel context.CancelCauseFunc) er
 	return nil
 }
 
+// mayClaim is the gate of a processing claim, asked before every try of
+// it: a stopped room claims nothing until play.
+func (c *roomControl) mayClaim() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return ErrStopped
+	}
+	return nil
+}
+
 // commit fixes the message's fate: it returns the signal that aborted the
 // cycle, if any, and otherwise makes later signals no-ops for it.
 func (c *roomControl) commit(cy *cycle) error {

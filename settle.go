@@ -26,7 +26,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 	}
 	if o, ok := r.heldAcks[m.ID]; ok {
 		// Its fate was decided; the mark waited for its sends to settle.
-		delete(r.heldAcks, m.ID)
+		// The record goes once the mark landed (forget).
 		return r.ackOnly(hard, m, o)
 	}
 	if pending || r.consumeOnServe[m.ID] || r.isOwn(m) {
@@ -36,6 +36,11 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 
 	mark, err := r.claim(hard, m)
 	if err != nil {
+		if claimWithheld(err) {
+			// Stopped before the claim (or its retry) left: the message
+			// stays for replay, unclaimed.
+			return r.aborted(hard, m, 0, ErrStopped)
+		}
 		if r.ctl.abortedBy(cy, ErrInterrupted) {
 			r.consumeOnServe[m.ID] = true
 		}
@@ -106,11 +111,20 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 	}
 }
 
-// claim marks the message processing, opening a new attempt.
+// claim marks the message processing, opening a new attempt. Every try
+// of it, retries included, asks the room's gate the moment it would be
+// sent: once a stop reached the room, the agent claims nothing there
+// until play, and the claim fails with a *wire.NotSentError.
 func (r *room) claim(ctx context.Context, m *wire.Message) (*wire.Mark, error) {
 	mctx, cancel := r.s.markCtx(ctx)
 	defer cancel()
-	return r.s.api.Processing(mctx, r.id, m.ID)
+	return r.s.api.Processing(wire.WithStartCheck(mctx, r.ctl.mayClaim), r.id, m.ID)
+}
+
+// claimWithheld reports whether err is a claim the room's gate withheld.
+func claimWithheld(err error) bool {
+	var notSent *wire.NotSentError
+	return errors.As(err, &notSent)
 }
 
 // claimFailed handles a processing mark Band refused or never answered.
@@ -263,6 +277,9 @@ func (r *room) holdAck(ctx context.Context, m *wire.Message, o Outcome, until ti
 func (r *room) ackOnly(ctx context.Context, m *wire.Message, o Outcome) step {
 	mark, err := r.claim(ctx, m)
 	if err != nil {
+		if claimWithheld(err) {
+			return stepStopped // the mark is still owed; it goes after play
+		}
 		var apiErr *APIError
 		if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity {
 			// Band will not open an attempt: the earlier mark landed.

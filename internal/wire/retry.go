@@ -112,8 +112,10 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 			}
 			if err != nil {
 				lastCause = err
-				// A refused redirect is refused again on every try.
-				return !errors.Is(err, keyguard.ErrCrossOriginRedirect), nil
+				// A refused redirect is refused again on every try, and
+				// a request its start check withheld is not to be sent.
+				var notSent *NotSentError
+				return !errors.Is(err, keyguard.ErrCrossOriginRedirect) && !errors.As(err, &notSent), nil
 			}
 			if retryableStatus(resp.StatusCode) {
 				// Built here, not taken from resp.Status, whose form
