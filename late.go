@@ -60,21 +60,21 @@ func (l *lateSends) unknown(room, msg, key string, now time.Time) {
 	l.pruneLocked(now)
 }
 
-// settledAt is when a read of the room for key, on Band's attempt of a
-// message, may trust the key's absence: the window after this life's last
-// unknown send of it, or, on a message's later attempt, after this life
-// began, when an earlier life may have sent it.
+// settledAt is when a read of the room for key may trust the key's
+// absence: the window after this life's last unknown send of it, or, for
+// a message an earlier life may have attempted (inherited), after this
+// life began.
 //
-// A message's first attempt waits only for this life's own sends: an
-// earlier life could have sent the key only for another message of the
-// room, and the shell never consumes a message while a send of it may
-// still land (see messageSettledAt), so that message, unsettled, would
-// still be ahead of this one in the room.
-func (l *lateSends) settledAt(room, key string, attempt int) time.Time {
+// A message this life has handled from its first attempt waits only for
+// this life's own sends: an earlier life could have sent the key only for
+// another message of the room, and the shell never consumes a message
+// while a send of it may still land (see messageSettledAt), so that
+// message, unsettled, would still be ahead of this one in the room.
+func (l *lateSends) settledAt(room, key string, inherited bool) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var from time.Time
-	if attempt > 1 {
+	if inherited {
 		from = l.began
 	}
 	if at, ok := l.sent[lateKey{room, key}]; ok && at.After(from) {

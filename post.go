@@ -21,7 +21,7 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 	if isDefault {
 		key = DefaultKey(m.ID)
 	}
-	dup, f := r.send(ctx, attempt, effect{key: key, msg: m.ID, defaultKey: isDefault, reply: rep}, func(again bool) error {
+	dup, f := r.send(ctx, attempt, effect{key: key, msg: m.ID, inherited: r.inherited(m.ID), defaultKey: isDefault, reply: rep}, func(again bool) error {
 		cause := r.ctl.commit(cy)
 		if (again || cy.resent) && cause == nil {
 			// The reply is not in the room: posting it again would be
@@ -80,6 +80,9 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 type effect struct {
 	key string
 	msg string // the id of the message whose turn sends it
+	// inherited: an earlier life may have attempted that message (this
+	// life's first attempt of it was not Band's first).
+	inherited bool
 	// defaultKey: the key is derived from the message id, so no other
 	// message can have sent it.
 	defaultKey bool
@@ -144,7 +147,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 			r.s.log.Info("bandonce: already in the room; not sending it again", "room", r.id, "key", e.key)
 			return true, nil
 		case core.ReadRoom:
-			if at := r.s.late.settledAt(r.id, e.key, attempt); time.Now().Before(at) && !r.guard.keys[e.key] {
+			if at := r.s.late.settledAt(r.id, e.key, e.inherited); time.Now().Before(at) && !r.guard.keys[e.key] {
 				// A send of this key, by this life or an earlier one, may
 				// still land: a read now that does not find it proves
 				// nothing.

@@ -34,6 +34,9 @@ type room struct {
 	// heldAcks holds the outcomes of messages whose processed mark waits
 	// for their sends to settle (see holdAck).
 	heldAcks map[string]Outcome
+	// firstAttempt is, per message, Band's attempt number of this life's
+	// first claim of it: above 1, an earlier life may have sent for it.
+	firstAttempt map[string]int
 
 	// settleUntil is when the send of unknown outcome that holds the
 	// room's head message has settled; the room fetches nothing before.
@@ -67,6 +70,7 @@ func newRoom(s *Shell, q *scheduler, id string) *room {
 		unsent:         make(map[string]*Reply),
 		consumeOnServe: make(map[string]bool),
 		heldAcks:       make(map[string]Outcome),
+		firstAttempt:   make(map[string]int),
 	}
 	r.ctl = newRoomControl(func() { q.wake(r) })
 	return r
@@ -174,6 +178,11 @@ func (r *room) round(fetch, hard context.Context) step {
 	r.ctl.end(cy)
 	return st
 }
+
+// inherited reports whether an earlier life may have attempted the
+// message, and so sent for it: this life's first claim of it was not
+// Band's first attempt.
+func (r *room) inherited(msgID string) bool { return r.firstAttempt[msgID] != 1 }
 
 // heldCycle is a message's cycle kept open across rounds while a send of
 // its reply settles.

@@ -48,6 +48,9 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 	}
 	r.lastStale = ""
 	attempt := mark.AttemptNumber
+	if _, ok := r.firstAttempt[m.ID]; !ok {
+		r.firstAttempt[m.ID] = attempt
+	}
 
 	if f := r.failures[m.ID]; f != nil && f.count >= r.s.cfg.MaxAttempts {
 		// The budget was spent but the dead-letter mark did not land.
@@ -296,6 +299,7 @@ func (r *room) forget(ctx context.Context, id string) {
 	delete(r.failures, id)
 	delete(r.unsent, id)
 	delete(r.heldAcks, id)
+	delete(r.firstAttempt, id)
 	delete(r.consumeOnServe, id)
 	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, id, false); err != nil {
 		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", id)

@@ -76,6 +76,9 @@ type turn struct {
 	cy      *cycle
 	msgID   string
 	attempt int
+	// inherited: an earlier life may have attempted the message, and so
+	// sent some of the turn's effects (see room.inherited).
+	inherited bool
 	// life bounds the effects' requests and bookkeeping: it ends only
 	// when the room's handlers are cut off, not when a signal cancels
 	// the handler, so a POST in flight learns its outcome.
@@ -90,7 +93,7 @@ type turn struct {
 }
 
 func (r *room) newTurn(life context.Context, cy *cycle, messageID string, attempt int) *turn {
-	return &turn{r: r, cy: cy, msgID: messageID, attempt: attempt, life: life, running: map[string]bool{}}
+	return &turn{r: r, cy: cy, msgID: messageID, attempt: attempt, inherited: r.inherited(messageID), life: life, running: map[string]bool{}}
 }
 
 // close ends the turn: later effects return ErrNotInTurn, and the room
@@ -191,7 +194,7 @@ func (t *turn) emit(ctx context.Context, next func(*turn) effect) error {
 		return ErrNotInTurn
 	}
 	e := next(t)
-	e.msg = t.msgID
+	e.msg, e.inherited = t.msgID, t.inherited
 	if err := t.forbidden(ctx); err != nil {
 		return err
 	}

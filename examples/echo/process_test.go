@@ -117,7 +117,9 @@ func TestEchoProcessSurvivesSIGKILLAtAwkwardMoments(t *testing.T) {
 		require.NoError(t, err)
 		ids = append(ids, id)
 	}
-	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + base}
+	// The fake applies every request when it serves it, never later, so
+	// a short settle window keeps each restart's wait short.
+	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + base, "BANDONCE_SETTLE_WINDOW=500ms"}
 
 	// 1. The second ack hangs; kill the process once its reply is out.
 	band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessed, Nth: 2, Kind: fakeband.Delay, Delay: time.Minute})
@@ -192,7 +194,10 @@ func TestEchoProcessHonoursInterruptAndStopWhileItWaits(t *testing.T) {
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, <-p.done, "stderr: %s", p.stderr.String())
 	require.NoError(t, band.PlayRoom(room.ID))
-	p = startAgent(t, bin, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base)
+	// The replay is a later attempt of a message the last life began: its
+	// guard waits for that life's sends to settle. The fake applies every
+	// request when it serves it, so a short window keeps the wait short.
+	p = startAgent(t, bin, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base, "BANDONCE_SETTLE_WINDOW=500ms")
 	eventually(t, "the stopped message echoed after play", func() bool { return band.Status(agent.ID, second) == "processed" })
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, <-p.done)
