@@ -160,7 +160,7 @@ func TestEchoAgentAgainstFakebandProcess(t *testing.T) {
 	require.NoError(t, echo.stop(t, syscall.SIGTERM), "echo exits 0 on SIGTERM; stderr: %s", echo.stderr.String())
 	// echo warns on stderr: of the one fault injected, the lost response, and of nothing else.
 	for line := range strings.Lines(echo.stderr.String()) {
-		assert.Contains(t, line, "outcome unknown; re-checking the room before any retry")
+		assert.Contains(t, line, "outcome unknown; re-checking the room once it has settled")
 		assert.Contains(t, line, "level=WARN")
 	}
 

@@ -160,3 +160,63 @@ func TestALateApplyStormGivesNoDoubles(t *testing.T) {
 		len(all), kills, band.FaultsFired()["post/apply_late"], doubles)
 	p.kill(t)
 }
+
+// The latency a crash costs a message whose reply's POST was in flight:
+// from the restart to its processed mark, with the settle window as
+// given (the default is twice the 30 s request timeout), and for a
+// message said in another room at the restart, which waits for nothing.
+// Run: go test -run '^$' -bench BenchmarkReplyAfterACrash -benchtime 1x ./examples/echo
+func BenchmarkReplyAfterACrash(b *testing.B) {
+	for _, window := range []string{"", "5s"} {
+		name := "window=default"
+		if window != "" {
+			name = "window=" + window
+		}
+		b.Run(name, func(b *testing.B) {
+			bin, band, base := agentWorld(b, 14)
+			agent, ada := band.AddAgent("echo"), band.AddHuman("ada")
+			crashed, other := band.AddRoom("crashed", ada, agent.ID), band.AddRoom("other", ada, agent.ID)
+			env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + base,
+				"BANDONCE_LEDGER=bolt:" + filepath.Join(b.TempDir(), "echo.db")}
+			if window != "" {
+				env = append(env, "BANDONCE_SETTLE_WINDOW="+window)
+			}
+			var held, fresh time.Duration
+			for i := range b.N {
+				band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointPost, Nth: 1, Kind: fakeband.ApplyLate, Delay: time.Second})
+				p := startAgent(b, bin, env...)
+				id, err := band.Say(crashed.ID, ada.ID, fmt.Sprint("held ", i), agent.ID)
+				require.NoError(b, err)
+				eventually(b, "the reply's POST held", func() bool { return band.FaultsFired()["post/apply_late"] == i+1 })
+				p.kill(b)
+				band.ClearFaults()
+				restart := time.Now()
+				p = startAgent(b, bin, env...)
+				id2, err := band.Say(other.ID, ada.ID, fmt.Sprint("fresh ", i), agent.ID)
+				require.NoError(b, err)
+				var freshAt time.Time
+				deadline := restart.Add(5 * time.Minute)
+				for band.Status(agent.ID, id) != "processed" {
+					if freshAt.IsZero() && band.Status(agent.ID, id2) == "processed" {
+						freshAt = time.Now()
+					}
+					if time.Now().After(deadline) {
+						b.Fatal("the crashed message was not answered within 5 minutes")
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				held += time.Since(restart)
+				eventually(b, "the fresh message", func() bool { return band.Status(agent.ID, id2) == "processed" })
+				if freshAt.IsZero() {
+					freshAt = time.Now()
+				}
+				fresh += freshAt.Sub(restart)
+				p.kill(b)
+				require.Equal(b, 1, repliesTo(band, crashed.ID, agent.ID, id))
+			}
+			b.ReportMetric(held.Seconds()/float64(b.N), "s-to-crashed-reply")
+			b.ReportMetric(fresh.Seconds()/float64(b.N), "s-to-fresh-reply")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

@@ -21,7 +21,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // buildEcho compiles this command once per test run.
-func buildEcho(t *testing.T) string {
+func buildEcho(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "echo")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
@@ -31,7 +31,7 @@ func buildEcho(t *testing.T) string {
 
 // agentWorld builds the agent and serves a fake Band on loopback for it,
 // as users run the two: separate processes talking over TCP.
-func agentWorld(t *testing.T, seed int64) (bin string, band *fakeband.Band, base string) {
+func agentWorld(t testing.TB, seed int64) (bin string, band *fakeband.Band, base string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the agent as a process")
@@ -53,13 +53,13 @@ type agentProc struct {
 	done   chan error
 }
 
-func startAgent(t *testing.T, bin string, env ...string) *agentProc {
+func startAgent(t testing.TB, bin string, env ...string) *agentProc {
 	t.Helper()
 	return startAgentWith(t, bin, nil, env...)
 }
 
 // startAgentWith starts the agent with command-line args.
-func startAgentWith(t *testing.T, bin string, args []string, env ...string) *agentProc {
+func startAgentWith(t testing.TB, bin string, args []string, env ...string) *agentProc {
 	t.Helper()
 	p := &agentProc{done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, args...)
@@ -76,14 +76,14 @@ func startAgentWith(t *testing.T, bin string, args []string, env ...string) *age
 	return p
 }
 
-func (p *agentProc) kill(t *testing.T) {
+func (p *agentProc) kill(t testing.TB) {
 	t.Helper()
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	<-p.done
 }
 
 // eventually polls cond every 5 ms for up to 20 s.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
