@@ -132,7 +132,24 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 		// killed with the rest of the command.
 		_ = procgroup.BecomeSubreaper()
 	}
+	var timeouts [2]time.Duration
+	for i, name := range []string{"BANDONCE_REQUEST_TIMEOUT", "BANDONCE_SETTLE_WINDOW"} {
+		v := getenv(name)
+		if v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			fmt.Fprintf(stderr, "bandonce run: %s: want a positive Go duration such as 30s, not %q\n", name, v)
+			return exitCannot
+		}
+		timeouts[i] = d
+	}
 	shell, err := bandonce.New(bandonce.Config{
+		// Config.RequestTimeout and Config.SettleWindow, as
+		// bandonce.ConfigFromEnv reads them; zero means the defaults.
+		RequestTimeout: timeouts[0],
+		SettleWindow:   timeouts[1],
 		APIKey:         key,
 		BaseURL:        baseURL(getenv),
 		SocketURL:      getenv("BAND_WS_URL"),
