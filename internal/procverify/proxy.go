@@ -89,7 +89,12 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.trace("event: " + ev.String())
-	defer s.advance()
+	advanced := false
+	defer func() {
+		if !advanced {
+			s.advance()
+		}
+	}()
 	switch ev.Kind {
 	case KillBefore:
 		s.count("kill_before_send")
@@ -128,7 +133,10 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.forward(w, r, body, a, &fakeband.Fault{Endpoint: ep, Nth: 1, Kind: fakeband.StaleNext})
 	case ApplyLate:
 		// Held whatever the agent does, then applied: the request stays
-		// in flight (the system is not quiet) until it is.
+		// in flight (the system is not quiet) until it is. The next
+		// event (a kill drawn with this one) may fire during the hold.
+		s.advance()
+		advanced = true
 		t := time.NewTimer(ev.Delay)
 		<-t.C
 		l.mu.Lock()
