@@ -86,16 +86,22 @@ func (l *lateSends) settledAt(room, key string, inherited bool) time.Time {
 	return from.Add(l.window)
 }
 
-// messageSettledAt is when every send this life made for msg has settled;
-// the zero time when there is nothing to wait for.
-func (l *lateSends) messageSettledAt(room, msg string, now time.Time) time.Time {
+// messageSettledAt is when every send made for msg has settled: this
+// life's, and, for a message an earlier life may have attempted
+// (inherited), the earlier life's, which have settled once the window has
+// passed since this life began. It is the zero time when there is nothing
+// to wait for.
+func (l *lateSends) messageSettledAt(room, msg string, inherited bool, now time.Time) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := lateKey{room, msg}
 	at := l.msgs[k]
 	if !now.Before(at) {
 		delete(l.msgs, k)
-		return time.Time{}
+		at = time.Time{}
+	}
+	if earlier := l.began.Add(l.window); inherited && now.Before(earlier) && earlier.After(at) {
+		at = earlier
 	}
 	return at
 }

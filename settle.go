@@ -232,7 +232,7 @@ func (r *room) aborted(ctx context.Context, m *wire.Message, attempt int, cause 
 func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome) step {
 	o.RoomID, o.MessageID, o.Attempt = r.id, m.ID, attempt
 	ledger := r.s.cfg.Ledger
-	if until := r.s.late.messageSettledAt(r.id, m.ID, time.Now()); !until.IsZero() {
+	if until := r.s.late.messageSettledAt(r.id, m.ID, r.inherited(m.ID), time.Now()); !until.IsZero() {
 		return r.holdAck(ctx, m, o, until)
 	}
 	if ledger.Durable() {
@@ -258,9 +258,10 @@ func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome)
 }
 
 // holdAck keeps a message whose fate is decided from being consumed
-// until its sends have settled: consumed, it would let the room go on to
-// later messages, whose guard trusts on their first attempt that no send
-// of an earlier message can still land (lateSends.settledAt). The room
+// until its sends have settled, an earlier life's included: consumed, it
+// would let the room go on to later messages, whose guard trusts on their
+// first attempt that no send of an earlier message can still land
+// (lateSends.settledAt). The room
 // waits without a worker and then marks it processed with o; a durable
 // ledger records the mark as owed, so a crash meanwhile costs the next
 // life the mark alone.
