@@ -3,6 +3,7 @@ package bandonce
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -44,6 +45,10 @@ type room struct {
 	// that lands during the wait still reaches it.
 	settleUntil time.Time
 	held        *heldCycle
+
+	// ledgerChecked: a durable ledger was brought up to the room in this
+	// life (catchUpLedger), so its "no record" now means "never tried".
+	ledgerChecked bool
 
 	errStreak     int      // consecutive rounds that ended in an error, for backoff
 	lastStale     string   // a message /next served though Band says it is done
@@ -139,6 +144,12 @@ func (r *room) round(fetch, hard context.Context) step {
 		return stepStopped
 	}
 	m, err := r.s.api.Next(fetch, r.id)
+	var unreadable error
+	if big := (*wire.TooLargeError)(nil); errors.As(err, &big) && big.Message != nil {
+		// Too large to read, but its ids are known: it is consumed with a
+		// reason, never served again and again at the head of the room.
+		m, unreadable, err = big.Message, fmt.Errorf("message too large to read (over Config.MaxResponseBytes): %w", big), nil
+	}
 	if err != nil {
 		if probe {
 			// Without an answer the probe is still owed: dropping it would
@@ -168,7 +179,7 @@ func (r *room) round(fetch, hard context.Context) step {
 			return stepStopped // stopped while /next was in flight: leave the message
 		}
 	}
-	st := r.settle(fetch, hard, cy, m)
+	st := r.settle(fetch, hard, cy, m, unreadable)
 	if st == stepSettle {
 		// The cycle stays open while the send settles: a signal in the
 		// wait is the cycle's, and decides before anything is sent again.

@@ -27,7 +27,7 @@ import (
 var ErrBadFault = errors.New("fakeband: invalid fault")
 
 var (
-	faultKinds       = []FaultKind{FailBefore, LoseResponse, Delay, StaleNext, ApplyLate}
+	faultKinds       = []FaultKind{FailBefore, LoseResponse, Delay, StaleNext, LoopCursor, ApplyLate}
 	socketFaultKinds = []SocketFaultKind{DropConnection, DuplicatePush, DelayPush, LosePush}
 	// endpoints lists every Endpoint a fault may name, in a stable order.
 	endpoints = []Endpoint{
@@ -95,7 +95,7 @@ func (k FaultKind) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText reads a kind by name: fail_before, lose_response, delay,
-// stale_next or apply_late.
+// stale_next, loop_cursor or apply_late.
 func (k *FaultKind) UnmarshalText(text []byte) error {
 	for _, c := range faultKinds {
 		if c.String() == string(text) {
@@ -299,6 +299,8 @@ func validateFault(f Fault) error {
 		return fmt.Errorf("%w: kind %s needs a positive delay", ErrBadFault, f.Kind)
 	case f.Kind == StaleNext && f.Endpoint != EndpointNext:
 		return fmt.Errorf("%w: kind stale_next only applies to endpoint next", ErrBadFault)
+	case f.Kind == LoopCursor && f.Endpoint != EndpointContext:
+		return fmt.Errorf("%w: kind loop_cursor only applies to endpoint context", ErrBadFault)
 	}
 	return nil
 }
