@@ -50,7 +50,7 @@ var (
 		build: func(b *builder) trial { return b.faulted(1, 4, b.kills(proof.KillAfter, fakeband.EndpointPost)) }}
 	defLostAck = &checkDef{name: "lost-ack", doc: "lose, fail or kill the processed mark",
 		build: func(b *builder) trial { return b.faulted(1, 4, b.lostAcks) }}
-	defLostReply = &checkDef{name: "lost-reply", doc: "lose or fail the answer to a reply POST while the agent lives, some applied and answered 5xx or after the client gave up, some applied late",
+	defLostReply = &checkDef{name: "lost-reply", doc: "lose or fail the answer to a reply POST while the agent lives, some applied and answered 5xx or after the client gave up",
 		build: func(b *builder) trial { return b.faulted(1, 4, b.lostReplies) }}
 	defDuplicateDelivery = &checkDef{name: "duplicate-delivery", doc: "serve messages again: stale /next, duplicated pushes, lost claims",
 		build: func(b *builder) trial { return b.faulted(2, 5, b.duplicates) }}
@@ -190,11 +190,6 @@ func (b *builder) lostReplies(_, span int) []proof.Event {
 		case 4, 5:
 			// Applied at once, answered after any sane client timeout.
 			e.Kind, e.Delay = proof.AnswerAfterGiveUp, b.r.Duration(3*time.Second, 8*time.Second)
-		case 6:
-			// Held past the agent's request timeout, then applied: the
-			// agent gave up on a reply Band applies later. Within twice
-			// that timeout, the bound the shell assumes by default.
-			e.Kind, e.Delay = proof.ApplyLate, b.r.Duration(simRequestTimeout+200*time.Millisecond, 2*simRequestTimeout-100*time.Millisecond)
 		}
 		out = append(out, e)
 	}
