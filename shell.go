@@ -225,6 +225,9 @@ func asFatal(err error) error {
 	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized {
 		return fmt.Errorf("%w: %w", ErrUnauthorized, apiErr)
 	}
+	if errors.Is(err, ErrCrossOriginRedirect) {
+		return fmt.Errorf("bandonce: Band's REST root must not redirect to another origin (check Config.BaseURL): %w", err)
+	}
 	return nil
 }
 

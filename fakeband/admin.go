@@ -12,8 +12,11 @@ import (
 // AdminPrefix is where the admin API lives when Options.Admin is set. It
 // drives the Band from outside the process, as the Go methods do inside
 // it: a test harness in any language, or a person with curl, plays the
-// humans and the faults and reads the ground truth. Bodies are JSON;
-// answers are {"data": ...} or {"error": {"code", "message"}}.
+// humans and the faults and reads the ground truth. Bodies are JSON, with
+// Content-Type: application/json; answers are {"data": ...} or
+// {"error": {"code", "message"}}. It refuses a foreign Origin, a Host
+// that is not the loopback address it serves, and a body of another type
+// (see adminRefusal): no web page elsewhere can drive it or read its keys.
 //
 //	GET    /_admin/setup      the cast: owner, humans, agents (with keys), rooms, URLs
 //	POST   /_admin/say        {"room", "text", "from"?, "mentions"?} a message, as a human
@@ -66,9 +69,14 @@ func (b *Band) adminRoutes(mux *http.ServeMux) {
 	}
 }
 
-// admin renders an admin handler's answer; after Close it answers 503.
+// admin renders an admin handler's answer; it refuses what adminRefusal
+// refuses, and after Close it answers 503.
 func (b *Band) admin(serve func(r *http.Request) (int, any, *Error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if e := adminRefusal(r); e != nil {
+			writeAdminError(w, e)
+			return
+		}
 		b.mu.Lock()
 		closed := b.closed
 		b.mu.Unlock()
