@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 )
@@ -34,6 +35,7 @@ import (
 //	POST   /_admin/faults     {"request": [Fault...], "socket": [SocketFault...], "rate_limit"?: RateLimit} add rules
 //	DELETE /_admin/faults     remove every rule and the rate limit (Band.ClearFaults)
 //	GET    /_admin/truth      posts, deliveries, marks, executions, events, request counts
+//	GET    /_admin/requests   the request counts alone, cheap to poll while an agent works
 //
 // A room is named by its id or its title; a participant by its id, name
 // or handle. say sends as the room's owner unless "from" names someone
@@ -62,6 +64,7 @@ func (b *Band) adminRoutes(mux *http.ServeMux) {
 		"POST /faults":         b.adminInject,
 		"DELETE /faults":       b.adminClearFaults,
 		"GET /truth":           b.adminTruth,
+		"GET /requests":        b.adminRequests,
 	}
 	for pattern, serve := range routes {
 		method, path, _ := strings.Cut(pattern, " ")
@@ -422,6 +425,13 @@ func (b *Band) faultsLocked() faultsJSON {
 		out.Fired[k] = v
 	}
 	return out
+}
+
+// adminRequests is the request counts by endpoint, as in the truth.
+func (b *Band) adminRequests(*http.Request) (int, any, *Error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return http.StatusOK, maps.Clone(b.truth.reqs), nil
 }
 
 func (b *Band) adminFaults(*http.Request) (int, any, *Error) {
