@@ -91,6 +91,28 @@ type Config struct {
 	// RequestTimeout bounds each HTTP request. Zero means 30 s.
 	RequestTimeout time.Duration
 
+	// SettleWindow is how long after a POST was written Band may still
+	// apply it: the one bound the dedup guard assumes of Band. A send
+	// whose outcome is unknown (its answer lost, a timeout, a 5xx, its
+	// process killed) may land after the guard read the room and found
+	// nothing, because a server keeps working on a request its client
+	// gave up on. So the guard reads the room for such a send only once
+	// SettleWindow has passed since it was written, and a new life (after
+	// a crash, a restart, a supersede) treats every send of an earlier
+	// life as unknown until SettleWindow has passed since it began. The
+	// room waits meanwhile without holding a worker; other rooms, and a
+	// first delivery, wait for nothing.
+	//
+	// Zero means DefaultSettleWindow times RequestTimeout (60 s with the
+	// default RequestTimeout): a server that answers within the client's
+	// timeout has applied the request by then, and one that keeps working
+	// on a request after its client gave up is cut off by its own
+	// deadline, which proxies and load balancers commonly set at or below
+	// twice a client's. Raise it if Band, or a proxy before it, can hold a
+	// request longer; a duplicate reply is the cost of a window too short,
+	// latency after a crash that of one too long (docs/performance.md).
+	SettleWindow time.Duration
+
 	// Logger receives the shell's logs (docs/observability.md lists
 	// them). Nil means slog.Default(). Whatever the logger, the APIKey is
 	// scrubbed from every record before it gets there.
@@ -320,7 +342,7 @@ func (c Config) withDefaults() (settings, error) {
 		return settings{}, &ConfigError{Field: "Handler", Reason: "required"}
 	}
 	for name, d := range map[string]time.Duration{
-		"RequestTimeout": c.RequestTimeout, "HandlerTimeout": c.HandlerTimeout,
+		"RequestTimeout": c.RequestTimeout, "HandlerTimeout": c.HandlerTimeout, "SettleWindow": c.SettleWindow,
 		"PollInterval": c.PollInterval, "ResyncInterval": c.ResyncInterval,
 		"MarkTimeout": c.MarkTimeout, "ShutdownTimeout": c.ShutdownTimeout,
 		"IdleRequestInterval": c.IdleRequestInterval, "StartTimeout": c.StartTimeout,
@@ -366,6 +388,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.MaxAttempts = cmp.Or(c.MaxAttempts, defaultMaxAttempts)
 	s.Backoff = c.Backoff.withDefaults()
 	s.RequestTimeout = cmp.Or(c.RequestTimeout, 30*time.Second)
+	s.SettleWindow = cmp.Or(c.SettleWindow, DefaultSettleWindow*s.RequestTimeout)
 	s.PollInterval = cmp.Or(c.PollInterval, 2*time.Second)
 	s.ResyncInterval = cmp.Or(c.ResyncInterval, 60*time.Second)
 	s.MarkTimeout = cmp.Or(c.MarkTimeout, 15*time.Second)

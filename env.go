@@ -16,6 +16,9 @@ const (
 	envSocketURL    = "BAND_WS_URL"            // Config.SocketURL
 	envAgentID      = "BAND_AGENT_ID"          // Config.AgentID
 	envStartTimeout = "BANDONCE_START_TIMEOUT" // Config.StartTimeout, a Go duration
+
+	envRequestTimeout = "BANDONCE_REQUEST_TIMEOUT" // Config.RequestTimeout, a Go duration
+	envSettleWindow   = "BANDONCE_SETTLE_WINDOW"   // Config.SettleWindow, a Go duration
 )
 
 // restPath is where Band serves its agent REST API below the host root.
@@ -49,6 +52,9 @@ func (e *EnvError) Error() string { return "bandonce: " + e.Var + ": " + e.Reaso
 //     start (Config.AgentID). Unset means not checked.
 //   - BANDONCE_START_TIMEOUT: Config.StartTimeout, as a Go duration such
 //     as 30s. Unset means the default.
+//   - BANDONCE_REQUEST_TIMEOUT and BANDONCE_SETTLE_WINDOW:
+//     Config.RequestTimeout and Config.SettleWindow, as Go durations.
+//     Unset means the defaults.
 //
 // Empty variables count as unset. The Handler, and every field the
 // environment does not name, are left for the caller to set; New checks
@@ -78,14 +84,29 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		c.SocketURL = u.String()
 	}
 	c.AgentID = get(envAgentID)
-	if v := get(envStartTimeout); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return Config{}, &EnvError{Var: envStartTimeout, Reason: "want a positive Go duration such as 30s or 2m, not " + quote(v)}
+	for _, d := range []struct {
+		name string
+		into *time.Duration
+	}{{envStartTimeout, &c.StartTimeout}, {envRequestTimeout, &c.RequestTimeout}, {envSettleWindow, &c.SettleWindow}} {
+		if err := durationVar(d.name, get(d.name), d.into); err != nil {
+			return Config{}, err
 		}
-		c.StartTimeout = d
 	}
 	return c, nil
+}
+
+// durationVar reads a positive Go duration from the variable named name
+// into into; an empty value leaves it alone.
+func durationVar(name, v string, into *time.Duration) error {
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return &EnvError{Var: name, Reason: "want a positive Go duration such as 30s or 2m, not " + quote(v)}
+	}
+	*into = d
+	return nil
 }
 
 // restRoot reconciles BAND_BASE_URL and BAND_REST_URL into the REST root.

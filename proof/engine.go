@@ -279,10 +279,10 @@ func (s *sim) sleep(now time.Time) {
 	}
 }
 
-// quiet: nothing in flight, every message said and processed, no room
-// stopped.
+// quiet: nothing in flight (parked, or held to be applied late), every
+// message said and processed, no room stopped.
 func (s *sim) quiet() bool {
-	if !s.gate.idle() {
+	if !s.gate.idle() || s.gate.holds() {
 		return false
 	}
 	for _, m := range s.messages {

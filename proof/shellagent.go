@@ -57,7 +57,7 @@ type ShellConfig struct {
 // in an order the scheduler picks, so a handler drawn to end exactly when
 // the shutdown timeout fires would make a schedule replay two ways.
 const (
-	shellRequestTimeout = 2*time.Second + 311*time.Microsecond
+	shellRequestTimeout = shellGivesUp
 	shellPollInterval   = 250*time.Millisecond + 137*time.Microsecond
 	shellResyncInterval = 5*time.Second + 173*time.Microsecond
 	shellMarkTimeout    = 3*time.Second + 293*time.Microsecond

@@ -183,7 +183,24 @@ func runMain(ctx context.Context, args []string, environ []string, stderr io.Wri
 		defer l.Close()
 		ledger = l
 	}
+	var timeouts [2]time.Duration
+	for i, name := range []string{"BANDONCE_REQUEST_TIMEOUT", "BANDONCE_SETTLE_WINDOW"} {
+		v := getenv(name)
+		if v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			fmt.Fprintf(stderr, "bandonce run: %s: want a positive Go duration such as 30s, not %q\n", name, v)
+			return exitCannot
+		}
+		timeouts[i] = d
+	}
 	shell, err := bandonce.New(bandonce.Config{
+		// Config.RequestTimeout and Config.SettleWindow, as
+		// bandonce.ConfigFromEnv reads them; zero means the defaults.
+		RequestTimeout: timeouts[0],
+		SettleWindow:   timeouts[1],
 		Ledger:         ledger,
 		APIKey:         key,
 		BaseURL:        baseURL(getenv),

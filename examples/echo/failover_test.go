@@ -331,6 +331,10 @@ func (tp *tap) replicaEnv(f *fakebandServer, dsn string, lease time.Duration) []
 		"BAND_WS_URL=ws" + strings.TrimPrefix(tp.srv.URL, "http") + "/api/v1/socket/websocket",
 		"BANDONCE_LEDGER=" + dsn,
 		"BANDONCE_LEASE_TIME=" + lease.String(),
+		// A new holder answers what the killed one attempted once the
+		// dead holder's sends have settled; the fake applies nothing
+		// late, so a short window keeps the failovers short.
+		"BANDONCE_SETTLE_WINDOW=1s",
 	}
 }
 

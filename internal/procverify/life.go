@@ -162,6 +162,17 @@ func (l *life) judgeSupersede(s *sim) {
 func (s *sim) agentEnv(p *proxy) []string {
 	env, _ := agentBase(os.Environ())
 	root := "http://" + p.addr
+	// The bound on how late this Band applies a request, told to an
+	// agent that reads it (band-once does), unless the user set it.
+	for _, kv := range []string{
+		"BANDONCE_REQUEST_TIMEOUT=" + AgentRequestTimeout.String(),
+		"BANDONCE_SETTLE_WINDOW=" + AgentSettleWindow.String(),
+	} {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, set := os.LookupEnv(name); !set {
+			env = append(env, kv)
+		}
+	}
 	ws := "ws://" + p.addr + "/api/v1/socket/websocket"
 	return append(env,
 		"BAND_API_KEY="+s.agent.Key,
