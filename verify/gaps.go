@@ -65,29 +65,48 @@ func (o *observation) turnsByMessage() map[string][]*turn {
 }
 
 // effectKeyChanged: a later delivery of a message performed an effect
-// under a key its earlier deliveries never used, and never asked about
-// what they had performed: the key is not stable across deliveries (a
-// per-process or per-attempt part in it), so an idempotency check under
-// it cannot recognise the effect already done, and it is done again.
+// under a key no earlier delivery called, while an effect an earlier
+// delivery performed went unrecognised by it: neither asked about, nor
+// called again, nor skipped as part of a step whose record it read. The
+// key is not stable across deliveries (a per-process or per-attempt part
+// in it), so an idempotency check under it cannot recognise the effect
+// already done, and it is done again.
 func effectKeyChanged(_ *config, _ proof.Result, o *observation) *verdict {
 	calls, _ := o.world.snapshot()
-	performed := map[*turn][]string{}
+	byTurn := map[*turn][]effectCall{}
 	for _, c := range calls {
-		if c.outcome == outcomePerformed && c.turn != nil {
-			performed[c.turn] = append(performed[c.turn], c.key)
+		if c.turn != nil {
+			byTurn[c.turn] = append(byTurn[c.turn], c)
 		}
 	}
 	byMsg := o.turnsByMessage()
 	for _, msg := range sortedKeys(byMsg) {
-		var before []string
+		var earlier []effectCall // performed by the deliveries before
+		called := map[string]bool{}
 		for _, t := range byMsg[msg] {
-			keys := performed[t]
-			if len(before) > 0 && len(keys) > 0 && !touchedAny(o, t, before) && !contains(before, keys[0]) {
-				return &verdict{"effect-key-changed", fmt.Sprintf(
-					"the effect key changed between deliveries of %s (%q, then %q): the later delivery could not recognise the effect already performed, so it was performed again under a new key",
-					o.label(msg), before[0], keys[0])}
+			fresh := ""
+			for _, c := range byTurn[t] {
+				if c.outcome == outcomePerformed && !called[c.key] {
+					fresh = c.key
+					break
+				}
 			}
-			before = append(before, keys...)
+			if fresh != "" {
+				for _, c := range earlier {
+					if !touchedAny(o, t, []string{c.key}) && !o.recalledBy(t, c) {
+						return &verdict{"effect-key-changed", fmt.Sprintf(
+							"the effect key changed between deliveries of %s (%q, then %q): the later delivery could not recognise the effect already performed, so it was performed again under a new key: "+
+								"derive the key from the message (its ID, a natural key in its text), never from the attempt, the process or the clock",
+							o.label(msg), c.key, fresh)}
+					}
+				}
+			}
+			for _, c := range byTurn[t] {
+				called[c.key] = true
+				if c.outcome == outcomePerformed {
+					earlier = append(earlier, c)
+				}
+			}
 		}
 	}
 	return nil
@@ -98,15 +117,6 @@ func touchedAny(o *observation, t *turn, keys []string) bool {
 	defer o.mu.Unlock()
 	for _, k := range keys {
 		if t.touched[k] {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
 			return true
 		}
 	}

@@ -70,8 +70,10 @@ type observation struct {
 	// effectKeys their keys.
 	effects    []effectSend
 	effectKeys map[string]bool
-	// stepWrites counts the step results each life's ledger recorded.
+	// stepWrites counts the step results each life's ledger recorded;
+	// steps are the runs of steps' fns.
 	stepWrites map[stepRecord]int
+	steps      []*stepSpan
 }
 
 type lifeRoom struct {

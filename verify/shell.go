@@ -53,7 +53,7 @@ func Shell(h bandonce.Handler, cfg ...bandonce.Config) Factory {
 				c.Ledger = bandonce.NewMemoryLedger()
 			}
 			if o := env.External.obs; o != nil {
-				c.Ledger = &stepLedger{Ledger: c.Ledger, o: o}
+				c.Ledger = &stepLedger{Ledger: c.Ledger, o: o, life: env.Life}
 			}
 			sh, err := bandonce.New(c)
 			if err != nil {

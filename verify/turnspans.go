@@ -23,8 +23,9 @@ type turn struct {
 	start, end int64
 	startAt    time.Time
 	// touched are the effect keys the turn asked about (Performed) or
-	// called (Effect).
-	touched map[string]bool
+	// called (Effect); recalled the steps whose recorded result it read,
+	// skipping their fns.
+	touched, recalled map[string]bool
 }
 
 // ticker returns the engine's order clock, once a life has started.
@@ -40,7 +41,7 @@ func (o *observation) ticker() int64 {
 
 // openTurn records that a turn began.
 func (o *observation) openTurn(life int, room, msg string, handler bool) *turn {
-	t := &turn{life: life, room: room, msg: msg, handler: handler, start: o.ticker(), startAt: time.Now(), touched: map[string]bool{}}
+	t := &turn{life: life, room: room, msg: msg, handler: handler, start: o.ticker(), startAt: time.Now(), touched: map[string]bool{}, recalled: map[string]bool{}}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !handler {
