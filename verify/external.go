@@ -267,6 +267,8 @@ type world struct {
 	// failedTurns are, per message, the deliveries a failure was injected
 	// into: the plan's failures bound them, not the calls.
 	failedTurns map[string]map[*turn]bool
+	// modelCalls counts the Model double's calls.
+	modelCalls int
 }
 
 func newWorld(plan externalPlan, requests func() int) *world {

@@ -14,7 +14,7 @@ import (
 // that need the verifier's records to name their defect.
 func gapVerdict(cfg *config, res proof.Result, o *observation) *verdict {
 	for _, check := range []func(*config, proof.Result, *observation) *verdict{
-		neverConnected, effectKeyChanged, effectAfterSignal, effectOutlived, effectLost, oracleGaps,
+		neverConnected, effectKeyChanged, effectKeyTaken, effectAfterSignal, effectOutlived, effectLost, oracleGaps,
 	} {
 		if v := check(cfg, res, o); v != nil {
 			return v
@@ -96,7 +96,7 @@ func effectKeyChanged(_ *config, _ proof.Result, o *observation) *verdict {
 					if !touchedAny(o, t, []string{c.key}) && !o.recalledBy(t, c) {
 						return &verdict{"effect-key-changed", fmt.Sprintf(
 							"the effect key changed between deliveries of %s (%q, then %q): the later delivery could not recognise the effect already performed, so it was performed again under a new key: "+
-								"derive the key from the message (its ID, a natural key in its text), never from the attempt, the process or the clock",
+								"derive the key from the message (its ID, a natural key in its text), never from a model's output, the attempt, the process or the clock",
 							o.label(msg), c.key, fresh)}
 					}
 				}
@@ -107,6 +107,37 @@ func effectKeyChanged(_ *config, _ proof.Result, o *observation) *verdict {
 					earlier = append(earlier, c)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// effectKeyTaken: an effect one message's turn performed was asked about
+// or called by a turn of another message, which took it for its own: the
+// key names more than one message's unit of work, so the second message's
+// effect is lost (a tool call's id, numbered from zero in every response,
+// is such a key). MayPerformNoEffect lifts it, as it lifts effectMissing:
+// an agent that does some work once per room or per person says so.
+func effectKeyTaken(cfg *config, _ proof.Result, o *observation) *verdict {
+	if cfg.noEffect {
+		return nil
+	}
+	calls, _ := o.world.snapshot()
+	o.mu.Lock()
+	turns := append([]*turn(nil), o.turns...)
+	o.mu.Unlock()
+	for _, c := range calls {
+		if c.outcome != outcomePerformed || c.turn == nil {
+			continue
+		}
+		for _, u := range turns {
+			if u.msg == c.turn.msg || !touchedAny(o, u, []string{c.key}) {
+				continue
+			}
+			return &verdict{"effect-key-shared", fmt.Sprintf(
+				"a lost effect: %s's turn performed the effect %q, and a turn of %s asked about the same key and took it for its own: "+
+					"a key names one message's unit of work (put the message's ID in it; a model's tool call ids restart at call_0 in every response)",
+				o.label(c.turn.msg), c.key, o.label(u.msg))}
 		}
 	}
 	return nil
@@ -215,6 +246,12 @@ func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
 		if c.turn == nil || !answered[c.turn.msg] || effects[c.key] > 0 || c.outcome == outcomeRefused || c.outcome == outcomeRunning {
 			continue
 		}
+		if !o.answeredBy(c.turn) && !o.touchedLater(c) {
+			// The delivery that made the call did not answer, and no
+			// later one asked for it again: a plan that changed (a
+			// model's), not an answer that took a lost call for done.
+			continue
+		}
 		return &verdict{"effect-lost", fmt.Sprintf(
 			"%s was answered, but its effect %q never happened: the call %s and the agent replied as if it had succeeded",
 			o.label(c.turn.msg), c.key, lostHow(c.outcome))}
@@ -251,6 +288,35 @@ func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
 		}
 	}
 	return nil
+}
+
+// answeredBy reports whether t is the delivery whose reply its life saw
+// posted: the last turn of its message in its life, which replied.
+func (o *observation) answeredBy(t *turn) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.repliedOK[lifeMessage{t.life, t.msg}] {
+		return false
+	}
+	for _, u := range o.turns {
+		if u.life == t.life && u.msg == t.msg && u.start > t.start {
+			return false
+		}
+	}
+	return true
+}
+
+// touchedLater reports whether a turn of c's message other than c's own
+// asked about or called c's key.
+func (o *observation) touchedLater(c effectCall) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, t := range o.turns {
+		if t != c.turn && t.msg == c.turn.msg && t.touched[c.key] {
+			return true
+		}
+	}
+	return false
 }
 
 func lostHow(o callOutcome) string {

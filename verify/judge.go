@@ -40,7 +40,13 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 	if v := effectKeysUnstable(o, landedKeys(res)); v != nil {
 		return v
 	}
+	if v := keyReused(o); v != nil {
+		return v
+	}
 	if v := eventTwice(o, res); v != nil {
+		return v
+	}
+	if v := shownTwice(o, res); v != nil {
 		return v
 	}
 	if v := gapVerdict(cfg, res, o); v != nil {
@@ -62,7 +68,8 @@ func keyChanged(o *observation) *verdict {
 	for _, id := range sortedKeys(o.keys) {
 		if ks := withMarker(o.keys[id]); len(ks) > 1 {
 			return &verdict{"key-changed", fmt.Sprintf(
-				"the dedup key changed between deliveries of %s (%q, then %q), so the guard cannot recognise its own reply",
+				"the dedup key changed between deliveries of %s (%q, then %q), so the guard cannot recognise its own reply: "+
+					"derive the key from the message (its ID, a natural key in its text), never from a model's output, the attempt or the clock",
 				o.label(id), ks[0], ks[1])}
 		}
 	}
@@ -118,10 +125,32 @@ func effectTwice(o *observation) *verdict {
 					"a non-idempotent side effect: the effect %q was performed %d times, under the idempotency keys %q and %q: the key handed to the system is not stable across deliveries (take it from Message.Step)", k, n, a, b)}
 			}
 			return &verdict{"effect-twice", fmt.Sprintf(
-				"a non-idempotent side effect: the effect %q was performed %d times", k, n)}
+				"a non-idempotent side effect: the effect %q was performed %d times%s", k, n, twiceHint(calls, k))}
 		}
 	}
 	return nil
+}
+
+// twiceHint names the fix for an effect performed twice, by who
+// performed it: two messages (a key too coarse), one delivery, or several
+// deliveries of one message.
+func twiceHint(calls []effectCall, key string) string {
+	var turns []*turn
+	for _, c := range calls {
+		if c.key == key && c.outcome == outcomePerformed {
+			turns = append(turns, c.turn)
+		}
+	}
+	if len(turns) < 2 || turns[0] == nil || turns[1] == nil {
+		return ": ask External.Performed (or run the effect as a Message.Step) before performing it, so a redelivery does not do it again"
+	}
+	switch {
+	case turns[0].msg != turns[1].msg:
+		return ", by two messages: a key names one message's unit of work (put the message's ID in it)"
+	case turns[0] == turns[1]:
+		return ", by one delivery: the handler performs it again itself (a retry loop that does not check, or two calls)"
+	}
+	return ", by two deliveries of one message: ask External.Performed (or run the effect as a Message.Step) before performing it, so a redelivery does not do it again"
 }
 
 // twoIdempotencyKeys returns two distinct idempotency keys under which

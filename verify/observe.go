@@ -70,6 +70,9 @@ type observation struct {
 	// effectKeys their keys.
 	effects    []effectSend
 	effectKeys map[string]bool
+	// replies are the Replies the Shell adapter's handlers returned;
+	// lookups the keys their turns' Sends and Events looked up.
+	replies, lookups []sent
 	// stepWrites counts the step results each life's ledger recorded;
 	// steps are the runs of steps' fns.
 	stepWrites map[stepRecord]int

@@ -124,6 +124,7 @@ func observeHandler(h bandonce.Handler, env Env) bandonce.Handler {
 				key = bandonce.DefaultKey(m.ID)
 			}
 			o.noteKeyLocked(m.ID, key, env.Life)
+			o.noteReplyLocked(env.Life, m.RoomID, m.ID, key, reply.Content)
 		}
 		o.mu.Unlock()
 		return reply, err

@@ -187,6 +187,17 @@ func (l *stepLedger) SetStep(ctx context.Context, room, messageID, name string, 
 	return l.Ledger.SetStep(ctx, room, messageID, name, result)
 }
 
+// Key reads a dedup key's record: while a handler runs in the room, the
+// read is a Send or an Event of its turn asking whether the key was sent.
+func (l *stepLedger) Key(ctx context.Context, room, key string) (bandonce.KeyState, error) {
+	l.o.mu.Lock()
+	if msg := l.o.open[lifeRoom{l.life, room}]; msg != "" && l.o.running[lifeMessage{l.life, msg}] != nil {
+		l.o.lookups = append(l.o.lookups, sent{life: l.life, delivery: l.o.delivery[lifeRoom{l.life, room}], room: room, msg: msg, key: key})
+	}
+	l.o.mu.Unlock()
+	return l.Ledger.Key(ctx, room, key)
+}
+
 // recalledBy reports whether the turn t read the record of a step whose
 // fn performed the call c: t skips that effect rightly.
 func (o *observation) recalledBy(t *turn, c effectCall) bool {

@@ -1,0 +1,155 @@
+package verify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+)
+
+// This file holds broken agents of the classes of defect the verifier
+// was once blind to, by class, each caught at the default settings with
+// its defect named and a hint naming the fix, and the correct agents of
+// each class that must pass.
+
+// hinted is a broken agent of a class: its verdict names the defect
+// (one of reason) and the fix (one of hint).
+type hinted struct {
+	class   string
+	name    string
+	factory Factory
+	opts    []Option
+	reason  []string
+	hint    []string
+}
+
+// answer is a turn's answer to m.
+func answer(m *bandonce.Message) string { return "the answer to " + m.Body() }
+
+var blindSpots = []hinted{
+	// 2. What the room shows, not only keys.
+	{"room", "the answer sent with Send and returned as the Reply too", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if err := m.Send(ctx, bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}); err != nil {
+			return nil, err
+		}
+		return &bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}, nil
+	}), nil, []string{"shows", "twice"}, []string{"must not return it as the Reply too"}},
+	{"room", "a progress message under the reply's key", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if err := m.Send(ctx, bandonce.Reply{Content: "working on it", Mentions: []string{m.SenderID}, DedupKey: bandonce.DefaultKey(m.ID)}); err != nil {
+			return nil, err
+		}
+		return &bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}, nil
+	}), nil, []string{"a lost answer"}, []string{"give each its own DedupKey"}},
+	{"room", "a progress message under one key for every message", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if err := m.Send(ctx, bandonce.Reply{Content: "working on " + m.Body(), Mentions: []string{m.SenderID}, DedupKey: "progress"}); err != nil {
+			return nil, err
+		}
+		return &bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}, nil
+	}), nil, []string{"a lost effect"}, []string{"put the message's ID in it"}},
+
+	// 3. Keys that are not stable, or not unique.
+	{"keys", "a reply keyed by the model's wording", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		a, err := ExternalFrom(ctx).Model(ctx, m.Body())
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256([]byte(a.Text))
+		return &bandonce.Reply{Content: a.Text, Mentions: []string{m.SenderID}, DedupKey: "answer:" + hex.EncodeToString(sum[:6])}, nil
+	}), nil, []string{"the dedup key changed between deliveries"}, []string{"never from a model's output"}},
+	{"keys", "tool call ids as effect keys", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		a, err := ExternalFrom(ctx).Model(ctx, m.Body())
+		if err != nil {
+			return nil, err
+		}
+		for _, tc := range a.ToolCalls {
+			if err := once(ctx, "tool:"+tc.ID); err != nil {
+				return nil, err
+			}
+		}
+		return &bandonce.Reply{Content: a.Text, Mentions: []string{m.SenderID}}, nil
+	}), nil, []string{"a lost effect"}, []string{"put the message's ID in it"}},
+	{"keys", "an effect keyed by the tool the model chose", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		a, err := ExternalFrom(ctx).Model(ctx, m.Body())
+		if err != nil {
+			return nil, err
+		}
+		if err := once(ctx, "tool:"+m.ID+":"+a.ToolCalls[0].Name); err != nil {
+			return nil, err
+		}
+		return &bandonce.Reply{Content: a.Text, Mentions: []string{m.SenderID}}, nil
+	}), nil, []string{"the effect key changed between deliveries"}, []string{"never from a model's output"}},
+}
+
+func TestEveryBlindSpotIsCaughtWithItsDefectAndItsFixNamed(t *testing.T) {
+	for _, b := range blindSpots {
+		t.Run(b.class+"/"+b.name, func(t *testing.T) {
+			m := newMockT(t)
+			res := ExactlyOnce(m, b.factory, b.opts...)
+			require.False(t, res.OK, "the verifier passed a broken agent")
+			require.Len(t, m.Errors(), 1)
+			assert.True(t, containsAny(res.Reason, b.reason), "reason %q names none of %q", res.Reason, b.reason)
+			assert.True(t, containsAny(res.Reason, b.hint), "reason %q hints none of %q", res.Reason, b.hint)
+			t.Logf("%s: %s (seed %d)", res.Check, res.Reason, res.FirstViolatingSeed)
+		})
+	}
+}
+
+// controls are correct agents of the blind spots' classes.
+var controls = map[string]Factory{
+	"room: a progress message, then the answer as the Reply": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if err := m.Send(ctx, bandonce.Reply{Content: "working on it", Mentions: []string{m.SenderID}}); err != nil {
+			return nil, err
+		}
+		return &bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}, nil
+	}),
+	"keys: a model consulted in a Step, its effects keyed by the message": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		raw, err := m.Step(ctx, "model", func(ctx context.Context, _ string) ([]byte, error) {
+			a, err := ExternalFrom(ctx).Model(ctx, m.Body())
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(a)
+		})
+		if err != nil {
+			return nil, err
+		}
+		var a ModelAnswer
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return nil, err
+		}
+		for i := range a.ToolCalls {
+			if err := once(ctx, fmt.Sprintf("tool:%s:%d", m.ID, i)); err != nil {
+				return nil, err
+			}
+		}
+		return &bandonce.Reply{Content: a.Text, Mentions: []string{m.SenderID}}, nil
+	}),
+	"room: the answer sent with Send, no Reply": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if err := m.Send(ctx, bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}),
+}
+
+func TestTheCorrectAgentsOfEveryBlindSpotPass(t *testing.T) {
+	for name, f := range controls {
+		t.Run(name, func(t *testing.T) {
+			m := newMockT(t)
+			var opts []Option
+			if strings.Contains(name, "no Reply") {
+				opts = append(opts, MayNotReply())
+			}
+			res := ExactlyOnce(m, f, opts...)
+			require.True(t, res.OK, "%s: %s\n%s", res.Check, res.Reason, strings.Join(res.Witness, "\n"))
+		})
+	}
+}
