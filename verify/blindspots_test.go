@@ -86,6 +86,37 @@ var blindSpots = []hinted{
 		}
 		return &bandonce.Reply{Content: a.Text, Mentions: []string{m.SenderID}}, nil
 	}), nil, []string{"the effect key changed between deliveries"}, []string{"never from a model's output"}},
+
+	// 4. Effects beyond sends and events.
+	{"band writes", "a follow-up room created with the raw client at every delivery", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if _, err := m.Band().CreateRoom(ctx, "follow-up for "+m.ID); err != nil {
+			return nil, err
+		}
+		if err := failOnce(m); err != nil {
+			return nil, err
+		}
+		return reply(m, ""), nil
+	}), nil, []string{"a double effect: a room created"}, []string{"create it with Message.CreateRoom"}},
+	{"band writes", "a hand-off that invites a peer and lets it go at every delivery", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		room, err := m.CreateRoom(ctx, "follow-up for "+m.ID)
+		if err != nil {
+			return nil, err
+		}
+		peers, err := m.Peers(ctx)
+		if err != nil || len(peers) == 0 {
+			return nil, fmt.Errorf("no peer to hand off to: %w", err)
+		}
+		if _, err := m.Band().AddParticipant(ctx, room.ID, peers[0].ID, ""); err != nil {
+			return nil, err
+		}
+		if err := m.Band().RemoveParticipant(ctx, room.ID, peers[0].ID); err != nil {
+			return nil, err
+		}
+		if err := failOnce(m); err != nil {
+			return nil, err
+		}
+		return reply(m, ""), nil
+	}), nil, []string{"a double effect: a participant added"}, []string{"record the change in a Message.Step"}},
 }
 
 func TestEveryBlindSpotIsCaughtWithItsDefectAndItsFixNamed(t *testing.T) {
@@ -131,6 +162,15 @@ var controls = map[string]Factory{
 			}
 		}
 		return &bandonce.Reply{Content: a.Text, Mentions: []string{m.SenderID}}, nil
+	}),
+	"band writes: a follow-up room created with Message.CreateRoom": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if _, err := m.CreateRoom(ctx, "follow-up for "+m.ID); err != nil {
+			return nil, err
+		}
+		if err := failOnce(m); err != nil {
+			return nil, err
+		}
+		return reply(m, ""), nil
 	}),
 	"room: the answer sent with Send, no Reply": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		if err := m.Send(ctx, bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}); err != nil {

@@ -49,6 +49,9 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 	if v := shownTwice(o, res); v != nil {
 		return v
 	}
+	if v := bandEffectTwice(o); v != nil {
+		return v
+	}
 	if v := gapVerdict(cfg, res, o); v != nil {
 		return v
 	}

@@ -73,6 +73,9 @@ type observation struct {
 	// replies are the Replies the Shell adapter's handlers returned;
 	// lookups the keys their turns' Sends and Events looked up.
 	replies, lookups []sent
+	// bandEffects are the turns' writes to Band besides posts (see
+	// bandEffectKinds).
+	bandEffects []*bandEffect
 	// stepWrites counts the step results each life's ledger recorded;
 	// steps are the runs of steps' fns.
 	stepWrites map[stepRecord]int
@@ -200,10 +203,14 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		o.mu.Unlock()
 	}
+	be := r.noteBandEffect(req)
 	resp, err := r.inner.RoundTrip(req)
 	r.noteRejection(req, room, resp, err)
 	o.mu.Lock()
 	o.completed++
+	if be != nil && err == nil && resp.StatusCode/100 == 2 {
+		be.landed = true
+	}
 	if ep == fakeband.EndpointPost && msg != "" && err == nil && resp.StatusCode/100 == 2 {
 		o.repliedOK[lifeMessage{r.life, msg}] = true
 	}
