@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,6 +118,41 @@ var blindSpots = []hinted{
 		}
 		return reply(m, ""), nil
 	}), nil, []string{"a double effect: a participant added"}, []string{"record the change in a Message.Step"}},
+
+	// 5. Effects outside a turn.
+	{"hooks", "billing from the Outcome hook once the message is replied", hooked(func(x *External) bandonce.Hooks {
+		return bandonce.Hooks{Outcome: func(o bandonce.Outcome) {
+			if key := "bill:" + o.MessageID; o.Kind == bandonce.Replied && x.Performed(key) == 0 {
+				_ = x.Effect(context.Background(), key)
+			}
+		}}
+	}), nil, []string{"its effect was never performed"}, []string{"perform it in the handler, as a Message.Step"}},
+	{"hooks", "billing from the Outcome hook once per room", hooked(func(x *External) bandonce.Hooks {
+		return bandonce.Hooks{Outcome: func(o bandonce.Outcome) {
+			if key := "bill:" + o.RoomID; o.Kind == bandonce.Replied && x.Performed(key) == 0 {
+				_ = x.Effect(context.Background(), key)
+			}
+		}}
+	}), nil, []string{"a lost effect", "its effect was never performed"}, []string{"put the message's ID in it", "perform it in the handler"}},
+	{"hooks", "billing from HandlerEnd at every delivery that succeeded", hooked(func(x *External) bandonce.Hooks {
+		return bandonce.Hooks{HandlerEnd: func(ctx context.Context, d bandonce.Delivery, _ time.Duration, err error) {
+			if err == nil {
+				_ = x.Effect(context.WithoutCancel(ctx), "bill:"+d.MessageID)
+			}
+		}}
+	}), nil, []string{"a non-idempotent side effect"}, []string{"from a hook"}},
+}
+
+// hooked is an echo agent on the Shell whose hooks, built from the life's
+// External, perform its effects.
+func hooked(hooks func(x *External) bandonce.Hooks) Factory {
+	return func() Agent {
+		return func(ctx context.Context, env Env) error {
+			return Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+				return reply(m, ""), nil
+			}, bandonce.Config{Hooks: hooks(env.External)})()(ctx, env)
+		}
+	}
 }
 
 func TestEveryBlindSpotIsCaughtWithItsDefectAndItsFixNamed(t *testing.T) {
@@ -172,6 +208,18 @@ var controls = map[string]Factory{
 		}
 		return reply(m, ""), nil
 	}),
+	"hooks: a metric counted from the Outcome hook, the effect in the handler": func() Agent {
+		return func(ctx context.Context, env Env) error {
+			return Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+				if _, err := m.Step(ctx, "bill", func(ctx context.Context, key string) ([]byte, error) {
+					return nil, ExternalFrom(ctx).EffectOnce(ctx, key, "bill:"+m.ID)
+				}); err != nil {
+					return nil, err
+				}
+				return reply(m, ""), nil
+			}, bandonce.Config{Hooks: bandonce.Hooks{Outcome: func(bandonce.Outcome) {}}})()(ctx, env)
+		}
+	},
 	"room: the answer sent with Send, no Reply": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		if err := m.Send(ctx, bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}); err != nil {
 			return nil, err

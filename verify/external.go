@@ -74,6 +74,9 @@ func (x *External) turnOf() *turn {
 	if x.turn != nil || x.obs == nil {
 		return x.turn
 	}
+	if t := x.obs.hookTurn(x.life); t != nil {
+		return t
+	}
 	return x.obs.loopTurn(x.life)
 }
 

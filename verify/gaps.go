@@ -261,14 +261,21 @@ func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
 	}
 	done := map[string]bool{} // messages with an effect performed in one of their turns
 	var some string           // an effect the agent performed
+	hooked := false           // some effect was performed from a hook
 	for _, c := range calls {
 		if c.outcome != outcomePerformed {
 			continue
 		}
 		if c.turn == nil {
-			return nil // an effect the verifier cannot attribute: it cannot tell who lacks one
+			// An effect the verifier cannot attribute: it cannot tell
+			// who lacks one, and says so rather than pass in silence.
+			o.mu.Lock()
+			o.notes[outsideTurn] = true
+			o.mu.Unlock()
+			return nil
 		}
 		done[c.turn.msg], some = true, c.key
+		hooked = hooked || c.turn.hook
 	}
 	if some == "" {
 		return nil
@@ -281,6 +288,12 @@ func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
 	o.mu.Unlock()
 	for _, msg := range sortedKeys(answered) {
 		if turned[msg] && !done[msg] {
+			if hooked {
+				return &verdict{"effect-missing", fmt.Sprintf(
+					"%s was answered, but its effect was never performed, though the agent performs one for other messages (%q) from a hook: "+
+						"a hook runs after the message is settled, so a crash in between loses the effect: perform it in the handler, as a Message.Step",
+					o.label(msg), some)}
+			}
 			return &verdict{"effect-missing", fmt.Sprintf(
 				"%s was answered, but none of its deliveries performed an effect, though the agent performs one for other messages (%q): "+
 					"a check under a key that covers more than the message took another's effect for its own (MayPerformNoEffect if some messages need none)",
@@ -305,6 +318,10 @@ func (o *observation) answeredBy(t *turn) bool {
 	}
 	return true
 }
+
+// outsideTurn is the note for effects performed outside any turn.
+const outsideTurn = "an effect was performed outside any turn (not from a handler, a hook of the Shell adapter, or a loop's turn opened with External.Started): " +
+	"the verifier cannot tell which message it belongs to, so it did not judge whether every answered message had its effect"
 
 // touchedLater reports whether a turn of c's message other than c's own
 // asked about or called c's key.

@@ -148,6 +148,8 @@ func twiceHint(calls []effectCall, key string) string {
 		return ": ask External.Performed (or run the effect as a Message.Step) before performing it, so a redelivery does not do it again"
 	}
 	switch {
+	case turns[0].hook || turns[1].hook:
+		return ", from a hook, which runs again for a message delivered again: ask External.Performed first, or perform it in the handler, as a Message.Step"
 	case turns[0].msg != turns[1].msg:
 		return ", by two messages: a key names one message's unit of work (put the message's ID in it)"
 	case turns[0] == turns[1]:

@@ -43,6 +43,7 @@ func Shell(h bandonce.Handler, cfg ...bandonce.Config) Factory {
 			c := base
 			c.APIKey, c.BaseURL, c.SocketURL, c.HTTPClient = env.APIKey, env.BaseURL, env.SocketURL, env.HTTPClient
 			c.Handler = observeHandler(h, env)
+			c.Hooks = observeHooks(c.Hooks, env)
 			if c.Logger == nil {
 				// The schedule's faults are deliberate; the shell's
 				// warnings about them would bury the test's own output.
@@ -81,6 +82,38 @@ func fillTiming(c *bandonce.Config, seed uint64) {
 	if c.Retry.Seed == 0 {
 		c.Retry.Seed = seed | 1
 	}
+}
+
+// observeHooks wraps the hooks that concern one message, so an effect
+// performed from one (billing on an outcome) belongs to a turn of that
+// message and is judged like the handler's: at most once, under a stable
+// key, and not lost by a crash between the outcome and the hook.
+func observeHooks(h bandonce.Hooks, env Env) bandonce.Hooks {
+	o := env.External.obs
+	if o == nil {
+		return h
+	}
+	around := func(room, msg string, call func()) {
+		t := o.openHookTurn(env.Life, room, msg)
+		defer o.closeTurn(t)
+		call()
+	}
+	for _, hook := range []*func(bandonce.Outcome){&h.Outcome, &h.DeadLetter} {
+		if next := *hook; next != nil {
+			*hook = func(out bandonce.Outcome) { around(out.RoomID, out.MessageID, func() { next(out) }) }
+		}
+	}
+	if next := h.DeliveryEnd; next != nil {
+		h.DeliveryEnd = func(ctx context.Context, d bandonce.Delivery) {
+			around(d.RoomID, d.MessageID, func() { next(ctx, d) })
+		}
+	}
+	if next := h.HandlerEnd; next != nil {
+		h.HandlerEnd = func(ctx context.Context, d bandonce.Delivery, took time.Duration, err error) {
+			around(d.RoomID, d.MessageID, func() { next(ctx, d, took, err) })
+		}
+	}
+	return h
 }
 
 // observeHandler wraps h so the verifier knows when each call started,
