@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,6 +142,32 @@ var blindSpots = []hinted{
 			}
 		}}
 	}), nil, []string{"a non-idempotent side effect"}, []string{"from a hook"}},
+
+	// 6. State a restart loses.
+	{"restart", "a step relied on with a MemoryLedger set in Config", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if _, err := m.Step(ctx, "refund", func(ctx context.Context, _ string) ([]byte, error) {
+			return nil, ExternalFrom(ctx).Effect(ctx, "refund:"+m.ID)
+		}); err != nil {
+			return nil, err
+		}
+		return reply(m, ""), nil
+	}, bandonce.Config{Ledger: bandonce.NewMemoryLedger()}), nil, []string{"a non-idempotent side effect"}, []string{"a MemoryLedger is lost with the process"}},
+	{"restart", "a cache of paid orders shared by the lives", cachedPayer(), nil, []string{"state that a restart loses"}, []string{"ask External.Performed"}},
+}
+
+// cachedPayer pays each message's order once, as far as a cache its lives
+// share remembers: in a real process the cache dies with it.
+func cachedPayer() Factory {
+	var paid sync.Map
+	return Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if _, done := paid.Load(m.ID); !done {
+			if err := ExternalFrom(ctx).Effect(ctx, "pay:"+m.ID); err != nil {
+				return nil, err
+			}
+			paid.Store(m.ID, true)
+		}
+		return reply(m, ""), nil
+	})
 }
 
 // hooked is an echo agent on the Shell whose hooks, built from the life's
@@ -220,6 +247,12 @@ var controls = map[string]Factory{
 			}, bandonce.Config{Hooks: bandonce.Hooks{Outcome: func(bandonce.Outcome) {}}})()(ctx, env)
 		}
 	},
+	"restart: a journaled refund through an idempotent API, a MemoryLedger set in Config": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if _, err := m.Step(ctx, "refund", func(ctx context.Context, key string) ([]byte, error) { return refund(ctx, m, key) }); err != nil {
+			return nil, err
+		}
+		return reply(m, ""), nil
+	}, bandonce.Config{Ledger: &bandonce.MemoryLedger{MaxKeysPerRoom: 100}}),
 	"room: the answer sent with Send, no Reply": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		if err := m.Send(ctx, bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}); err != nil {
 			return nil, err

@@ -14,7 +14,7 @@ import (
 // that need the verifier's records to name their defect.
 func gapVerdict(cfg *config, res proof.Result, o *observation) *verdict {
 	for _, check := range []func(*config, proof.Result, *observation) *verdict{
-		neverConnected, effectKeyChanged, effectKeyTaken, effectAfterSignal, effectOutlived, effectLost, oracleGaps,
+		neverConnected, effectKeyChanged, effectKeyTaken, stateSurvived, effectAfterSignal, effectOutlived, effectLost, oracleGaps,
 	} {
 		if v := check(cfg, res, o); v != nil {
 			return v
@@ -138,6 +138,49 @@ func effectKeyTaken(cfg *config, _ proof.Result, o *observation) *verdict {
 				"a lost effect: %s's turn performed the effect %q, and a turn of %s asked about the same key and took it for its own: "+
 					"a key names one message's unit of work (put the message's ID in it; a model's tool call ids restart at call_0 in every response)",
 				o.label(c.turn.msg), c.key, o.label(u.msg))}
+		}
+	}
+	return nil
+}
+
+// stateSurvived: a delivery in a later life of a message whose effect an
+// earlier life's handler performed skipped that effect without asking
+// anyone: it asked External nothing, read nothing from Band, recalled no
+// step, and still answered. It knew from state that survived the kill
+// (a package-level variable, a cache the Factory's lives share), which a
+// real crash loses: in production that redelivery performs the effect
+// again. KeepsDurableState lifts it, for an agent with a store of its own.
+func stateSurvived(cfg *config, _ proof.Result, o *observation) *verdict {
+	if cfg.ownState {
+		return nil
+	}
+	calls, _ := o.world.snapshot()
+	byTurn := map[*turn]bool{}
+	for _, c := range calls {
+		if c.turn != nil {
+			byTurn[c.turn] = true
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, c := range calls {
+		if c.outcome != outcomePerformed || c.turn == nil || !c.turn.handler {
+			continue
+		}
+		for _, t := range o.turns {
+			if !t.handler || t.msg != c.turn.msg || t.life <= c.turn.life || !t.ok || t.asked ||
+				byTurn[t] || len(t.touched) > 0 || len(t.recalled) > 0 {
+				continue
+			}
+			label := o.labels[t.msg]
+			if label == "" {
+				label = t.msg
+			}
+			return &verdict{"state-survived", fmt.Sprintf(
+				"state that a restart loses: after the kill, life %d's delivery of %s skipped the effect %q that life %d performed without asking External, Band or its ledger: "+
+					"it remembered it in memory the kill did not clear (a package-level variable, a cache its lives share), which a real crash loses: "+
+					"ask External.Performed, or record the effect in a Message.Step (KeepsDurableState if it has a durable store of its own)",
+				t.life, label, c.key, c.turn.life)}
 		}
 	}
 	return nil

@@ -128,7 +128,7 @@ func effectTwice(o *observation) *verdict {
 					"a non-idempotent side effect: the effect %q was performed %d times, under the idempotency keys %q and %q: the key handed to the system is not stable across deliveries (take it from Message.Step)", k, n, a, b)}
 			}
 			return &verdict{"effect-twice", fmt.Sprintf(
-				"a non-idempotent side effect: the effect %q was performed %d times%s", k, n, twiceHint(calls, k))}
+				"a non-idempotent side effect: the effect %q was performed %d times%s", k, n, o.twiceHint(calls, k))}
 		}
 	}
 	return nil
@@ -137,11 +137,15 @@ func effectTwice(o *observation) *verdict {
 // twiceHint names the fix for an effect performed twice, by who
 // performed it: two messages (a key too coarse), one delivery, or several
 // deliveries of one message.
-func twiceHint(calls []effectCall, key string) string {
+func (o *observation) twiceHint(calls []effectCall, key string) string {
 	var turns []*turn
 	for _, c := range calls {
 		if c.key == key && c.outcome == outcomePerformed {
 			turns = append(turns, c.turn)
+			if c.idempotencyKey == "" && o.inStep(c) {
+				return ", inside a Message.Step whose record the next life did not have (a MemoryLedger is lost with the process): " +
+					"hand the step's idempotency key to the system (External.EffectOnce), or use a durable Ledger"
+			}
 		}
 	}
 	if len(turns) < 2 || turns[0] == nil || turns[1] == nil {
@@ -156,6 +160,22 @@ func twiceHint(calls []effectCall, key string) string {
 		return ", by one delivery: the handler performs it again itself (a retry loop that does not check, or two calls)"
 	}
 	return ", by two deliveries of one message: ask External.Performed (or run the effect as a Message.Step) before performing it, so a redelivery does not do it again"
+}
+
+// inStep reports whether the call c was made while a step's fn ran for
+// its message.
+func (o *observation) inStep(c effectCall) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if c.turn == nil {
+		return false
+	}
+	for _, sp := range o.steps {
+		if sp.msg == c.turn.msg && sp.start <= c.begin && (sp.end == 0 || c.begin <= sp.end) {
+			return true
+		}
+	}
+	return false
 }
 
 // twoIdempotencyKeys returns two distinct idempotency keys under which

@@ -42,6 +42,11 @@ func (x *External) Model(ctx context.Context, prompt string) (ModelAnswer, error
 	if x.ctx.Err() != nil {
 		return ModelAnswer{}, ErrLifeEnded
 	}
+	if t := x.turnOf(); t != nil && x.obs != nil {
+		x.obs.mu.Lock()
+		t.asked = true
+		x.obs.mu.Unlock()
+	}
 	w := x.world
 	w.mu.Lock()
 	w.modelCalls++

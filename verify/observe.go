@@ -203,6 +203,11 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		o.mu.Unlock()
 	}
+	if x := ExternalFrom(req.Context()); req.Method == http.MethodGet && x != nil && x.turn != nil {
+		o.mu.Lock()
+		x.turn.asked = true
+		o.mu.Unlock()
+	}
 	be := r.noteBandEffect(req)
 	resp, err := r.inner.RoundTrip(req)
 	r.noteRejection(req, room, resp, err)

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -24,10 +25,12 @@ const (
 // the Env. Timing fields left zero get short values suited to the
 // simulation, and Retry.Seed, if zero, the life's seed, so runs replay.
 //
-// Leave cfg.Ledger nil, so every life gets a fresh MemoryLedger: a Ledger
-// set in cfg would be shared by every life of every schedule (and by the
-// re-runs that shrink a violation), so one schedule's records would leak
-// into the next. The adapter watches the ledger's step records, to judge
+// Leave cfg.Ledger nil, or a *bandonce.MemoryLedger, and every life gets
+// a fresh MemoryLedger (with its cap), as after a real crash. Any other
+// Ledger set in cfg is shared by every life of every schedule (and by the
+// re-runs that shrink a violation): a durable one as a database is, one
+// that is not durable kept across kills that would lose it, which the
+// Result's NotApplicable says. The adapter watches the ledger's step records, to judge
 // that no step runs again after its result was recorded.
 // Every handler call gets the life's External through its context (see
 // ExternalFrom). The adapter records each call, through External.Started
@@ -50,8 +53,19 @@ func Shell(h bandonce.Handler, cfg ...bandonce.Config) Factory {
 				c.Logger = slog.New(slog.DiscardHandler)
 			}
 			fillTiming(&c, env.Seed)
-			if c.Ledger == nil {
+			switch l := c.Ledger.(type) {
+			case nil:
 				c.Ledger = bandonce.NewMemoryLedger()
+			case *bandonce.MemoryLedger:
+				// A process's memory dies with it: every life gets its
+				// own, as after a real crash, whatever cfg shares.
+				c.Ledger = &bandonce.MemoryLedger{MaxKeysPerRoom: l.MaxKeysPerRoom}
+			default:
+				if o := env.External.obs; o != nil && !l.Durable() {
+					o.mu.Lock()
+					o.notes[fmt.Sprintf(sharedLedger, l)] = true
+					o.mu.Unlock()
+				}
 			}
 			if o := env.External.obs; o != nil {
 				c.Ledger = &stepLedger{Ledger: c.Ledger, o: o, life: env.Life}
@@ -83,6 +97,10 @@ func fillTiming(c *bandonce.Config, seed uint64) {
 		c.Retry.Seed = seed | 1
 	}
 }
+
+// sharedLedger is the note for a Ledger in cfg that is not durable: the
+// lives share what a crash loses.
+const sharedLedger = "the Config's Ledger (%T) is not durable, yet every life of the agent shares it: a kill here keeps what a real crash loses, so the crash checks judge less than they say (leave Config.Ledger nil, or use a durable Ledger)"
 
 // observeHooks wraps the hooks that concern one message, so an effect
 // performed from one (billing on an outcome) belongs to a turn of that
@@ -151,6 +169,7 @@ func observeHandler(h bandonce.Handler, env Env) bandonce.Handler {
 		o.mu.Lock()
 		delete(o.running, running)
 		call.returned, call.end = true, time.Now()
+		bound.turn.ok = err == nil
 		if reply != nil { // the key the handler chose, posted or not
 			key := reply.DedupKey
 			if key == "" {

@@ -27,6 +27,9 @@ type turn struct {
 	// called (Effect); recalled the steps whose recorded result it read,
 	// skipping their fns.
 	touched, recalled map[string]bool
+	// asked: the turn read something from Band, or consulted the Model;
+	// ok: its handler returned without an error.
+	asked, ok bool
 }
 
 // ticker returns the engine's order clock, once a life has started.
