@@ -153,6 +153,23 @@ var blindSpots = []hinted{
 		return reply(m, ""), nil
 	}, bandonce.Config{Ledger: bandonce.NewMemoryLedger()}), nil, []string{"a non-idempotent side effect"}, []string{"a MemoryLedger is lost with the process"}},
 	{"restart", "a cache of paid orders shared by the lives", cachedPayer(), nil, []string{"state that a restart loses"}, []string{"ask External.Performed"}},
+
+	// 7. A world that disagrees with itself.
+	{"clock", "messages older than ten minutes dropped as stale", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if time.Since(m.InsertedAt) > 10*time.Minute {
+			return nil, nil // stale: nobody waits for it any more, it thought
+		}
+		return reply(m, ""), nil
+	}), nil, []string{"a lost"}, []string{"however old"}},
+	{"clock", "a redelivered old message assumed answered", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if err := idempotent(ctx, m); err != nil {
+			return nil, err
+		}
+		if m.Attempt > 1 && time.Since(m.InsertedAt) > 5*time.Minute {
+			return nil, nil // surely answered by now, it thought
+		}
+		return reply(m, ""), nil
+	}), nil, []string{"a lost"}, []string{"however old"}},
 }
 
 // cachedPayer pays each message's order once, as far as a cache its lives
@@ -253,6 +270,13 @@ var controls = map[string]Factory{
 		}
 		return reply(m, ""), nil
 	}, bandonce.Config{Ledger: &bandonce.MemoryLedger{MaxKeysPerRoom: 100}}),
+	"clock: a message's age logged from Band's clock and the agent's": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		age := time.Since(m.InsertedAt)
+		if age < 0 {
+			return nil, fmt.Errorf("the message of %s is from the future: Band's clock and the agent's disagree", m.InsertedAt)
+		}
+		return &bandonce.Reply{Content: fmt.Sprintf("answered after %s", age.Round(time.Minute)), Mentions: []string{m.SenderID}}, nil
+	}),
 	"room: the answer sent with Send, no Reply": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		if err := m.Send(ctx, bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}); err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"time"
@@ -143,7 +144,22 @@ func (b *builder) faulted(lo, hi int, draw func(rooms, span int) []proof.Event) 
 	rooms := b.r.Between(1, 2)
 	events, span := b.says(rooms, lo, hi)
 	events = append(events, draw(rooms, span)...)
-	return trial{sched: b.schedule(rooms, events), ext: b.plan()}
+	s := b.schedule(rooms, events)
+	s.StartAfter = b.outage()
+	return trial{sched: s, ext: b.plan()}
+}
+
+// outage draws, for one schedule in four, how long the agent was down
+// before its first life: ten minutes to three hours of virtual time, so
+// the messages said before it are that old when it serves them. It draws
+// from a stream of its own, so the schedules' other draws stay as they
+// were.
+func (b *builder) outage() time.Duration {
+	r := rand.New(rand.NewPCG(uint64(b.seed), 0x6f757461676521))
+	if r.IntN(4) != 0 {
+		return 0
+	}
+	return (10*time.Minute + time.Duration(r.Int64N(int64(170*time.Minute)))).Truncate(time.Second)
 }
 
 func (b *builder) kills(kind proof.EventKind, ep fakeband.Endpoint) func(rooms, span int) []proof.Event {
