@@ -37,6 +37,16 @@ type hinted struct {
 func answer(m *bandonce.Message) string { return "the answer to " + m.Body() }
 
 var blindSpots = []hinted{
+	// 1. Signals outside the one window the checks aim at.
+	{"signals", "a loop that ignores agent-wide signals", sockLoop(sockFlaws{ignoreAgentWide: true}),
+		nil, []string{"work after an interrupt", "work went on after an interrupt"}, []string{"room_id"}},
+	{"signals", "a loop that drops a signal before its handler starts", sockLoop(sockFlaws{armLate: true}),
+		nil, []string{"work after an interrupt", "work went on after an interrupt", "work in a stopped room", "work went on in a stopped room"}, []string{"from the moment it is served"}},
+	{"signals", "a loop that debounces a second signal of one mode", sockLoop(sockFlaws{debounce: true}),
+		nil, []string{"work after an interrupt", "work went on after an interrupt"}, []string{"every signal"}},
+	{"signals", "a loop that joins agent_control on its first connection only", sockLoop(sockFlaws{controlOnce: true}),
+		nil, []string{"signals unheard after a reconnect"}, []string{"again on every connection"}},
+
 	// 2. What the room shows, not only keys.
 	{"room", "the answer sent with Send and returned as the Reply too", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		if err := m.Send(ctx, bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}); err != nil {

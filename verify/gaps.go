@@ -213,8 +213,8 @@ func effectAfterSignal(_ *config, res proof.Result, o *observation) *verdict {
 			}
 			if t.start < s.Tick && c.end > s.Tick && (end == 0 || end > s.Tick) {
 				return &verdict{"effect-after-signal", fmt.Sprintf(
-					"work went on %s: the effect %q of %s completed after the %s reached the agent, because its call was not cancelled",
-					signalWhere(s.Kind), c.key, o.label(t.msg), s.Kind)}
+					"work went on %s: the effect %q of %s completed after the %s reached the agent, because its call was not cancelled%s",
+					signalWhere(s.Kind), c.key, o.label(t.msg), s.Kind, signalHint(res, o, t.room, t.msg, s.Kind))}
 			}
 		}
 	}

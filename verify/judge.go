@@ -52,10 +52,13 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 	if v := bandEffectTwice(o); v != nil {
 		return v
 	}
+	if v := controlNotRejoined(o); v != nil {
+		return v
+	}
 	if v := gapVerdict(cfg, res, o); v != nil {
 		return v
 	}
-	return fromOracle(cfg, res)
+	return fromOracle(cfg, res, o)
 }
 
 func failedAfterReply(o *observation) *verdict {
@@ -265,7 +268,7 @@ func callHung(o *observation) *verdict {
 }
 
 // fromOracle names the defect behind the engine's violation.
-func fromOracle(cfg *config, res proof.Result) *verdict {
+func fromOracle(cfg *config, res proof.Result, o *observation) *verdict {
 	v := res.Violation
 	if v == nil {
 		return nil
@@ -286,6 +289,15 @@ func fromOracle(cfg *config, res proof.Result) *verdict {
 		if hint := quotedKey(res.Schedule, strings.Fields(v.Reason)[0]); hint != "" {
 			return &verdict{"oracle:" + string(v.Invariant), what + ": " + v.Reason + "; " + hint}
 		}
+	case v.Invariant == proof.InterruptSilence || v.Invariant == proof.StopSilence:
+		kind := proof.Interrupt
+		if v.Invariant == proof.StopSilence {
+			kind = proof.Stop
+		}
+		if room, msg := saidBy(res, strings.TrimSuffix(strings.Fields(v.Reason)[0], "'s")); msg != "" {
+			what += ": " + v.Reason + signalHint(res, o, room, msg, kind)
+			return &verdict{"oracle:" + string(v.Invariant), what}
+		}
 	case v.Invariant == proof.NonePending && res.Violations[proof.Quiet] > 0:
 		return &verdict{"oracle:" + string(proof.Quiet), "a stalled room: " + v.Reason + ", and the system never went quiet"}
 	}
@@ -293,6 +305,16 @@ func fromOracle(cfg *config, res proof.Result) *verdict {
 		what = string(v.Invariant)
 	}
 	return &verdict{"oracle:" + string(v.Invariant), what + ": " + v.Reason}
+}
+
+// saidBy finds the room and id of the message a label names.
+func saidBy(res proof.Result, label string) (room, msg string) {
+	for _, s := range res.Said {
+		if s.Label == label {
+			return s.RoomID, s.ID
+		}
+	}
+	return "", ""
 }
 
 // notes lists, sorted, the run's remarks on what it could not exercise.

@@ -23,6 +23,8 @@ type turn struct {
 	// end is 0 while the turn is open.
 	start, end int64
 	startAt    time.Time
+	// requests is how many requests the agent had completed when it began.
+	requests int
 	// touched are the effect keys the turn asked about (Performed) or
 	// called (Effect); recalled the steps whose recorded result it read,
 	// skipping their fns.
@@ -48,6 +50,7 @@ func (o *observation) openTurn(life int, room, msg string, handler bool) *turn {
 	t := &turn{life: life, room: room, msg: msg, handler: handler, start: o.ticker(), startAt: time.Now(), touched: map[string]bool{}, recalled: map[string]bool{}}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	t.requests = o.completed
 	if !handler {
 		// A loop works one message of a room at a time: a new turn in the
 		// room ends the one before.
@@ -86,6 +89,20 @@ func (o *observation) hookTurn(life int) *turn {
 		}
 	}
 	return open
+}
+
+// turnStarts lists, in order, how many requests the agent had completed
+// when each of its handler or loop turns began.
+func (o *observation) turnStarts() []int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []int
+	for _, t := range o.turns {
+		if !t.hook {
+			out = append(out, t.requests)
+		}
+	}
+	return out
 }
 
 // closeTurn records that a turn ended.
