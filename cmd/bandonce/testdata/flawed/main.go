@@ -7,7 +7,14 @@
 //	            crash in between loses the reply for good
 //	-deaf       opens Band's socket and joins its control topic, so
 //	            interrupt, stop and supersede reach it, and ignores them all
+//	-quit       exits 0 on its own after its first reply (agent-lifecycle)
+//	-one-only   stops polling after its first reply and idles: the rest
+//	            stay pending (none-pending)
+//	-hang-ack   waits a minute before each processed mark, as a call
+//	            without a timeout does (quiet)
+//	-no-term    ignores SIGTERM (sigterm)
 //
+// Each flag breaks the one rule of bandonce verify named after it.
 // Every reply carries a dedup marker; there is no guard.
 package main
 
@@ -24,6 +31,7 @@ import (
 	"os/signal"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,6 +45,14 @@ var (
 
 	ackFirst = flag.Bool("ack-first", false, "mark processed before posting the reply")
 	deaf     = flag.Bool("deaf", false, "join the control topic and ignore every signal")
+	quit     = flag.Bool("quit", false, "exit 0 after the first reply")
+	oneOnly  = flag.Bool("one-only", false, "stop polling after the first reply")
+	hangAck  = flag.Bool("hang-ack", false, "wait a minute before each processed mark")
+	noTerm   = flag.Bool("no-term", false, "ignore SIGTERM")
+
+	// replied is closed after the first reply, for -quit and -one-only.
+	replied = make(chan struct{})
+	once    sync.Once
 )
 
 func call(ctx context.Context, method, path string, body, out any) (int, error) {
@@ -96,6 +112,14 @@ func handle(ctx context.Context, room string, m message) error {
 	if _, err := call(ctx, "POST", "/agent/chats/"+room+"/messages", reply, nil); err != nil {
 		return err
 	}
+	defer once.Do(func() { close(replied) })
+	if *hangAck {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Minute):
+		}
+	}
 	if !*ackFirst {
 		_, err := call(ctx, "POST", path+"/processed", struct{}{}, nil)
 		return err
@@ -150,7 +174,12 @@ func poll(ctx context.Context) error {
 
 func main() {
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopOn := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if *noTerm {
+		signal.Ignore(syscall.SIGTERM)
+		stopOn = stopOn[:1]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
 	if *deaf {
 		done := make(chan struct{})
@@ -158,6 +187,17 @@ func main() {
 		defer func() { <-done }()
 	}
 	for ctx.Err() == nil {
+		select {
+		case <-replied:
+			if *quit {
+				return // the flaw: done, it thought
+			}
+			if *oneOnly {
+				<-ctx.Done() // the flaw: it idles without polling
+				return
+			}
+		default:
+		}
 		if err := poll(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			time.Sleep(50 * time.Millisecond) // a transient error: poll again
 		}
