@@ -216,3 +216,20 @@ func TestVerifyNamesTheRuleEachFlawBreaks(t *testing.T) {
 		})
 	}
 }
+
+// Exiting non-zero when superseded is band-once's convention, not Band's:
+// an agent that stops and exits 0, as Band's Python SDK does, passes the
+// supersede check unless -supersede-exit asks for the convention.
+func TestVerifyJudgesASupersededExitCodeOnlyWhenAsked(t *testing.T) {
+	bin, agent := bandonceBin(t), flawedBin(t)
+	p := start(t, nil, bin, "verify", "-check", "supersede", "-schedules", "2", "--", agent, "-polite")
+	code := p.wait(t, 2*time.Minute)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", p.stdout.String(), p.stderr.String())
+
+	p = start(t, nil, bin, "verify", "-check", "supersede", "-schedules", "2", "-shrink", "1", "-supersede-exit", "--", agent, "-polite")
+	code = p.wait(t, 2*time.Minute)
+	out := p.stdout.String()
+	require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+	assert.Regexp(t, `supersede: the agent \(life \d+\) exited 0 after it was superseded; -supersede-exit asks for a non-zero status`, out)
+	assert.Contains(t, out, "-supersede-exit --", "the replay line keeps the flag")
+}

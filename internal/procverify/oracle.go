@@ -24,7 +24,8 @@ const (
 	// terminated; it never exits on its own.
 	AgentLifecycle Invariant = "agent-lifecycle"
 	// SupersedeExit: a superseded process sends nothing more once the
-	// push reached it, and exits non-zero within the grace.
+	// push reached it, and exits within the grace (non-zero, with
+	// Settings.SupersedeExitCode).
 	SupersedeExit Invariant = "supersede"
 	// NonePending: every message ends processed.
 	NonePending Invariant = "none-pending"

@@ -13,6 +13,8 @@
 //	-hang-ack   waits a minute before each processed mark, as a call
 //	            without a timeout does (quiet)
 //	-no-term    ignores SIGTERM (sigterm)
+//	-polite     joins the control topic and exits 0 when superseded, as
+//	            Band's Python SDK does (supersede, with -supersede-exit)
 //
 // Each flag breaks the one rule of bandonce verify named after it.
 // Every reply carries a dedup marker; there is no guard.
@@ -49,6 +51,7 @@ var (
 	oneOnly  = flag.Bool("one-only", false, "stop polling after the first reply")
 	hangAck  = flag.Bool("hang-ack", false, "wait a minute before each processed mark")
 	noTerm   = flag.Bool("no-term", false, "ignore SIGTERM")
+	polite   = flag.Bool("polite", false, "exit 0 when superseded")
 
 	// replied is closed after the first reply, for -quit and -one-only.
 	replied = make(chan struct{})
@@ -142,7 +145,11 @@ func listen(ctx context.Context) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	sock := phoenix.New(phoenix.Config{URL: os.Getenv("BAND_WS_URL"), APIKey: key, AgentID: me.Data.ID})
-	sock.Join("agent_control:"+me.Data.ID, func(string, json.RawMessage) {})
+	sock.Join("agent_control:"+me.Data.ID, func(event string, _ json.RawMessage) {
+		if *polite && event == "supersede" {
+			os.Exit(0) // another connection took over: stop, sending nothing more
+		}
+	})
 	_ = sock.Run(ctx)
 }
 
@@ -181,7 +188,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
-	if *deaf {
+	if *deaf || *polite {
 		done := make(chan struct{})
 		go func() { defer close(done); listen(ctx) }()
 		defer func() { <-done }()
