@@ -23,6 +23,11 @@ type Schedule struct {
 	Durable bool
 	// Events happen in order; see Event.
 	Events []Event
+	// StartAfter is how long (virtual time) after the events before the
+	// start the agent's first life starts: a backlog after an outage, so
+	// the first messages are that old when they are served, and logic
+	// that compares a message's age with the agent's clock matters.
+	StartAfter time.Duration
 }
 
 // EventKind says what an Event does.

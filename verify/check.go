@@ -160,9 +160,12 @@ type failure struct {
 
 func (r *runner) describe(d *checkDef, bad *indexedOutcome) *failure {
 	small, out := r.shrink(bad.trial, bad.out)
-	f := &failure{check: d.name, seed: bad.seed, index: bad.i, reason: bad.out.v.reason,
+	f := &failure{check: d.name, seed: bad.seed, index: bad.i, reason: bad.out.v.reason + r.outageHint(bad.trial, bad.out.v),
 		shrunkFrom: len(bad.trial.sched.Events), eventsInShort: len(small.sched.Events)}
 	f.witness = append(f.witness, fmt.Sprintf("%d room(s)", small.sched.Rooms))
+	if d := small.sched.StartAfter; d > 0 {
+		f.witness = append(f.witness, fmt.Sprintf("the agent starts %s after the humans spoke (a backlog after an outage)", d))
+	}
 	for _, e := range small.sched.Events {
 		f.witness = append(f.witness, e.String())
 	}
@@ -174,6 +177,25 @@ func (r *runner) describe(d *checkDef, bad *indexedOutcome) *failure {
 		f.witness = append(f.witness, "(the shrunk schedule shows it as: "+out.v.reason+")")
 	}
 	return f
+}
+
+// outageHint explains a violation that needs the outage before the
+// agent's first life: the same schedule without it holds, so the agent
+// judges messages by their age. Only the engine's verdicts on what Band
+// shows are explained so: a rule of the verifier's names its own defect.
+func (r *runner) outageHint(tr trial, v *verdict) string {
+	if tr.sched.StartAfter == 0 || !strings.HasPrefix(v.kind, "oracle:") {
+		return ""
+	}
+	d := tr.sched.StartAfter
+	s := *tr.sched
+	s.StartAfter = 0
+	tr.sched = &s
+	if r.simulate(tr).v != nil {
+		return ""
+	}
+	return fmt.Sprintf("; the same schedule holds without the %s outage before the agent started, so its logic goes by a message's age: "+
+		"serve every message Band hands out, however old, and dedupe by its key, never its age", d)
 }
 
 func (f *failure) message(replay string) string {

@@ -42,7 +42,7 @@ var Checks = []Check{
 		build: func(b *builder) *Schedule { return b.controlled(Interrupt) }},
 	{Name: "stop-and-play", Doc: "stop the turn in flight, then play (some plays sent while the socket is down)", Socket: true,
 		build: func(b *builder) *Schedule { return b.controlled(Stop) }},
-	{Name: "supersede", Doc: "another connection takes over: the process must exit non-zero and send nothing more", Socket: true,
+	{Name: "supersede", Doc: "another connection takes over: the process must send nothing more and exit (non-zero with -supersede-exit)", Socket: true,
 		build: func(b *builder) *Schedule { return b.supersede() }},
 	{Name: "storm", Doc: "every fault and signal above, mixed",
 		build: func(b *builder) *Schedule { return b.storm() }},

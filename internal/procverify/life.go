@@ -151,8 +151,8 @@ func (l *life) judgeSupersede(s *sim) {
 	switch {
 	case !l.proc.Exited():
 		s.fail(SupersedeExit, "the agent (life %d) was still running %s after it was superseded", l.n, took.Truncate(time.Millisecond))
-	case l.proc.ExitCode() == 0:
-		s.fail(SupersedeExit, "the agent (life %d) exited 0 after it was superseded; a superseded process must exit non-zero", l.n)
+	case s.cfg.SupersedeExitCode && l.proc.ExitCode() == 0:
+		s.fail(SupersedeExit, "the agent (life %d) exited 0 after it was superseded; -supersede-exit asks for a non-zero status", l.n)
 	}
 }
 
