@@ -27,6 +27,10 @@ type Band struct {
 	lastDone     map[pairKey]string         // message most recently processed, for StaleNext
 	settledUpTo  map[pairKey]int            // room messages before this index are all settled for the agent
 	contacts     map[string]map[string]bool // agent id -> its contacts' participant ids
+	memories     []*memory                  // the one organization's, in creation order
+	tasks        map[string][]*task         // by room, in board order
+	taskNumbers  map[string]int             // by room: the last board number handed out
+	boards       map[string]*board          // by room
 
 	truth  truth
 	faults faultState
@@ -59,6 +63,9 @@ func New(opts Options) *Band {
 		lastDone:     map[pairKey]string{},
 		settledUpTo:  map[pairKey]int{},
 		contacts:     map[string]map[string]bool{},
+		tasks:        map[string][]*task{},
+		taskNumbers:  map[string]int{},
+		boards:       map[string]*board{},
 		closing:      make(chan struct{}),
 	}
 	if b.now == nil {

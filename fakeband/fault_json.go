@@ -34,6 +34,8 @@ var (
 		EndpointMe, EndpointChats, EndpointNext, EndpointProcessing, EndpointProcessed, EndpointFailed,
 		EndpointPost, EndpointContext, EndpointMessages, EndpointEvent, EndpointActivity,
 		EndpointParticipants, EndpointAddParticipant, EndpointRemoveParticipant, EndpointCreateChat, EndpointPeers,
+		EndpointCreateMemory, EndpointMemories, EndpointMemory, EndpointMemoryStatus,
+		EndpointCreateTask, EndpointTasks, EndpointTask, EndpointUpdateTask, EndpointTaskHistory, EndpointBoard, EndpointPutBoard,
 		EndpointHumanPost, EndpointControl, EndpointSocket,
 	}
 )

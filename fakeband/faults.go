@@ -28,6 +28,17 @@ const (
 	EndpointRemoveParticipant Endpoint = "remove_participant" // DELETE .../participants/{pid}
 	EndpointCreateChat        Endpoint = "create_chat"        // POST /agent/chats
 	EndpointPeers             Endpoint = "peers"              // GET /agent/peers
+	EndpointCreateMemory      Endpoint = "create_memory"      // POST /agent/memories
+	EndpointMemories          Endpoint = "memories"           // GET /agent/memories
+	EndpointMemory            Endpoint = "memory"             // GET /agent/memories/{id}
+	EndpointMemoryStatus      Endpoint = "memory_status"      // POST /agent/memories/{id}/supersede or /archive
+	EndpointCreateTask        Endpoint = "create_task"        // POST /agent/chats/{id}/tasks
+	EndpointTasks             Endpoint = "tasks"              // GET /agent/chats/{id}/tasks
+	EndpointTask              Endpoint = "task"               // GET /agent/chats/{id}/tasks/{tid}
+	EndpointUpdateTask        Endpoint = "update_task"        // POST /agent/chats/{id}/tasks/{tid}
+	EndpointTaskHistory       Endpoint = "task_history"       // GET .../tasks/{tid}/history
+	EndpointBoard             Endpoint = "board"              // GET /agent/chats/{id}/board
+	EndpointPutBoard          Endpoint = "put_board"          // PUT /agent/chats/{id}/board
 	EndpointHumanPost         Endpoint = "human_post"         // POST /me/chats/{id}/messages
 	EndpointControl           Endpoint = "control"            // the /me stop, play, executions and interrupt routes
 	EndpointSocket            Endpoint = "socket"             // GET /socket/websocket (the upgrade)

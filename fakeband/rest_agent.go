@@ -29,6 +29,18 @@ func (b *Band) agentRoutes() []route {
 		{"DELETE " + chat + "/participants/{id}", EndpointRemoveParticipant, agentSide, b.serveRemoveParticipant},
 		{"POST /api/v1/agent/chats", EndpointCreateChat, agentSide, b.serveCreateChat},
 		{"GET /api/v1/agent/peers", EndpointPeers, agentSide, b.servePeers},
+		{"POST /api/v1/agent/memories", EndpointCreateMemory, agentSide, b.serveCreateMemory},
+		{"GET /api/v1/agent/memories", EndpointMemories, agentSide, b.serveMemories},
+		{"GET /api/v1/agent/memories/{id}", EndpointMemory, agentSide, b.serveMemory},
+		{"POST /api/v1/agent/memories/{id}/supersede", EndpointMemoryStatus, agentSide, b.serveMemoryStatus("superseded")},
+		{"POST /api/v1/agent/memories/{id}/archive", EndpointMemoryStatus, agentSide, b.serveMemoryStatus("archived")},
+		{"POST " + chat + "/tasks", EndpointCreateTask, agentSide, b.serveCreateTask},
+		{"GET " + chat + "/tasks", EndpointTasks, agentSide, b.serveTasks},
+		{"GET " + chat + "/tasks/{id}", EndpointTask, agentSide, b.serveTask},
+		{"POST " + chat + "/tasks/{id}", EndpointUpdateTask, agentSide, b.serveUpdateTask},
+		{"GET " + chat + "/tasks/{id}/history", EndpointTaskHistory, agentSide, b.serveTaskHistory},
+		{"GET " + chat + "/board", EndpointBoard, agentSide, b.serveBoard},
+		{"PUT " + chat + "/board", EndpointPutBoard, agentSide, b.servePutBoard},
 	}
 }
 
