@@ -207,12 +207,14 @@ func (m *Message) CreateTask(ctx context.Context, task Task) (band.Task, error) 
 }
 
 // UpdateTask updates a task of the room's board (by UUID or board
-// number). Without a Comment the update sets state (status, active form,
-// subject, detail, link, lifecycle): a repeat leaves the task as one does,
-// so it is sent without a guard (Band's history may show the repeat as a
-// row of its own, never a second effect). With a Comment it is guarded
-// like a message: the comment's last line is the key's marker, and the
-// guard reads the task's history for a comment this agent posted with it.
+// number). What an update sets (status, active form, subject, detail,
+// link, lifecycle) is idempotent by nature: it is sent at every delivery,
+// in the order the handler makes its updates, so the task ends in the
+// state of the turn's last update (Band's history may show a repeat as a
+// row of its own, never a second effect). A Comment is guarded like a
+// message: its last line is the key's marker, the guard reads the task's
+// history for a comment this agent posted with it, and a comment found
+// there is not posted again (the state that came with it is set again).
 // After an interrupt or a stop reached the room it changes nothing and
 // returns the cause.
 func (m *Message) UpdateTask(ctx context.Context, taskID string, u TaskUpdate) (band.Task, error) {
@@ -235,7 +237,7 @@ func (m *Message) UpdateTask(ctx context.Context, taskID string, u TaskUpdate) (
 	if err := checkKey(u.DedupKey); err != nil {
 		return band.Task{}, fmt.Errorf("bandonce: update task: %w", err)
 	}
-	return guardWrite(ctx, t, write[band.Task]{
+	task, fresh, err := guardWriteFresh(ctx, t, write[band.Task]{
 		kind: "comment", call: band.EndpointUpdateTask, key: u.DedupKey,
 		find: func(ctx context.Context, key string) (band.Task, bool, error) {
 			history, err := client.TaskHistory(ctx, room, taskID)
@@ -258,6 +260,17 @@ func (m *Message) UpdateTask(ctx context.Context, taskID string, u TaskUpdate) (
 			return client.UpdateTask(ctx, room, taskID, up)
 		},
 	})
+	if err != nil || fresh || up == (band.TaskUpdate{}) {
+		return task, err
+	}
+	if err := t.forbidden(ctx); err != nil {
+		return band.Task{}, err
+	}
+	// The comment was posted before; the state it came with is set again,
+	// as every state-setting update of a redelivered turn is, so that a
+	// state set earlier in the turn (and set again by this delivery) does
+	// not outlast it.
+	return client.UpdateTask(ctx, room, taskID, up)
 }
 
 // SetGoal sets the room's goal, the fields of g that are not nil. Setting
@@ -428,25 +441,32 @@ type write[T any] struct {
 // record before the request, and after an ambiguous outcome a fresh read
 // before any repeat.
 func guardWrite[T any](ctx context.Context, t *turn, w write[T]) (T, error) {
+	v, _, err := guardWriteFresh(ctx, t, w)
+	return v, err
+}
+
+// guardWriteFresh is guardWrite that also reports whether this call made
+// the write (fresh) rather than finding it made.
+func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fresh bool, _ error) {
 	var zero T
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return zero, ErrNotInTurn
+		return zero, false, ErrNotInTurn
 	}
 	isDefault := w.key == ""
 	if isDefault {
 		w.key = DefaultKey(t.msgID) + ":" + w.kind + ":" + strconv.Itoa(t.countWrite(w.kind))
 	}
 	if err := t.forbidden(ctx); err != nil {
-		return zero, err
+		return zero, false, err
 	}
 	r := t.r
 	ledger := r.s.cfg.Ledger
 	ectx, cancel := t.effectCtx(ctx)
 	defer cancel()
-	fail := func(what string, err error) (T, error) {
-		return zero, fmt.Errorf("bandonce: %s (key %q): %s: %w", w.call, w.key, what, err)
+	fail := func(what string, err error) (T, bool, error) {
+		return zero, false, fmt.Errorf("bandonce: %s (key %q): %s: %w", w.call, w.key, what, err)
 	}
 	record := writeRecord(w.kind, w.key)
 	if raw, ok, err := ledger.Step(ectx, r.id, t.msgID, record); err != nil {
@@ -455,7 +475,7 @@ func guardWrite[T any](ctx context.Context, t *turn, w write[T]) (T, error) {
 	} else if ok {
 		var v T
 		if err := json.Unmarshal(raw, &v); err == nil {
-			return v, nil
+			return v, false, nil
 		}
 	}
 	state, err := ledger.Key(ectx, r.id, w.key)
@@ -473,13 +493,13 @@ func guardWrite[T any](ctx context.Context, t *turn, w write[T]) (T, error) {
 			case found:
 				t.recordWrite(ectx, w.key, record, KeyDuplicateDropped, v)
 				r.s.log.Info("bandonce: already on Band; not writing it again", "room", r.id, "key", w.key, "write", w.kind)
-				return v, nil
+				return v, false, nil
 			case facts.Ledger == core.Settled:
-				return zero, fmt.Errorf("bandonce: %s (key %q): %w", w.call, w.key, ErrWriteGone)
+				return zero, false, fmt.Errorf("bandonce: %s (key %q): %w", w.call, w.key, ErrWriteGone)
 			}
 		}
 		if err := t.forbidden(ctx); err != nil {
-			return zero, err
+			return zero, false, err
 		}
 		if err := ledger.SetKey(ectx, r.id, w.key, KeyIntent); err != nil {
 			// Without the intent on record a crash could hide this write
@@ -493,9 +513,9 @@ func guardWrite[T any](ctx context.Context, t *turn, w write[T]) (T, error) {
 		switch {
 		case err == nil:
 			t.recordWrite(ectx, w.key, record, KeyAccepted, v)
-			return v, nil
+			return v, true, nil
 		case errors.As(err, &notSent):
-			return zero, notSent.Err
+			return zero, false, notSent.Err
 		case errors.As(err, &apiErr) && !apiErr.Transient():
 			// Refused: nothing was written. The intent stays; a later
 			// delivery reads before it writes.
