@@ -357,7 +357,7 @@ func (m *Message) Me() band.Agent {
 	s := m.turn.r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return band.Agent{ID: s.me.ID, Name: s.me.Name, Handle: s.me.Handle}
+	return band.Agent{ID: s.me.ID, Name: s.me.Name, Handle: s.me.Handle, FeatureFlags: maps.Clone(s.me.FeatureFlags)}
 }
 
 // Participants lists the room's participants.

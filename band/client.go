@@ -167,6 +167,10 @@ type Agent struct {
 	ID string
 	// Name is its display name; Handle is "owner_handle/agent_slug".
 	Name, Handle string
+	// FeatureFlags are the flags Band turned on or off for the agent, as
+	// /agent/me lists them (nil when it lists none): what the API offers
+	// this agent today.
+	FeatureFlags map[string]any
 }
 
 // Participant is one participant of a room.
@@ -232,7 +236,7 @@ func (c *Client) Me(ctx context.Context) (Agent, error) {
 	if err != nil {
 		return Agent{}, err
 	}
-	return Agent{ID: a.ID, Name: a.Name, Handle: a.Handle}, nil
+	return Agent{ID: a.ID, Name: a.Name, Handle: a.Handle, FeatureFlags: a.FeatureFlags}, nil
 }
 
 // Participants lists a room's participants.

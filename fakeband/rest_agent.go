@@ -50,7 +50,7 @@ func (b *Band) serveMe(c *call) reply {
 	p := c.who
 	return okReply(http.StatusOK, agentMeJSON{
 		ID: p.id, Name: p.name, Handle: p.handle, Description: p.description, OwnerUUID: b.owner.id,
-		Tags: []string{}, InsertedAt: p.at, UpdatedAt: p.at,
+		Tags: []string{}, InsertedAt: p.at, UpdatedAt: p.at, FeatureFlags: map[string]any{},
 	})
 }
 

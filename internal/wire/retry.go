@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -73,6 +74,8 @@ type retryDoer struct {
 	opts   RetryOptions
 	jitter *jitter
 	log    *slog.Logger
+	// deprecated holds the endpoints whose deprecation was logged.
+	deprecated sync.Map
 }
 
 func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
@@ -87,6 +90,7 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 		if err != nil {
 			return nil, withCause(ctx, err)
 		}
+		d.noteDeprecation(ctx, endpointOf(req), resp)
 		return resp, nil
 	}
 
@@ -145,6 +149,7 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 		}
 		return nil, withCause(ctx, err)
 	}
+	d.noteDeprecation(ctx, endpoint, resp)
 	return resp, nil
 }
 
