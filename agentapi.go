@@ -566,3 +566,43 @@ func writeRecord(kind, key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return "bandonce:" + kind + ":sha256:" + hex.EncodeToString(sum[:])
 }
+
+// AddContact sends a contact request to handle, RemoveContact ends a
+// contact, and RespondToContactRequest approves, rejects or cancels one
+// (band.ContactApprove, ContactReject, ContactCancel): changes of state
+// whose repeat Band answers 409 or 404 and the client recognises (the
+// pending request found again, the contact already gone, the request
+// already answered), so they need no guard. After an interrupt or a stop
+// reached the room they change nothing and return the cause.
+func (m *Message) AddContact(ctx context.Context, handle, message string) (band.ContactRequest, error) {
+	if m.turn == nil {
+		return band.ContactRequest{}, ErrNotInTurn
+	}
+	if err := m.turn.forbidden(ctx); err != nil {
+		return band.ContactRequest{}, err
+	}
+	return m.turn.r.s.client.AddContact(ctx, handle, message)
+}
+
+// RemoveContact ends the contact with handle; see AddContact.
+func (m *Message) RemoveContact(ctx context.Context, handle string) error {
+	if m.turn == nil {
+		return ErrNotInTurn
+	}
+	if err := m.turn.forbidden(ctx); err != nil {
+		return err
+	}
+	return m.turn.r.s.client.RemoveContact(ctx, handle)
+}
+
+// RespondToContactRequest answers the contact request of handle; see
+// AddContact.
+func (m *Message) RespondToContactRequest(ctx context.Context, action, handle string) (band.ContactRequest, error) {
+	if m.turn == nil {
+		return band.ContactRequest{}, ErrNotInTurn
+	}
+	if err := m.turn.forbidden(ctx); err != nil {
+		return band.ContactRequest{}, err
+	}
+	return m.turn.r.s.client.RespondToContactRequest(ctx, action, handle)
+}

@@ -22,7 +22,7 @@ import (
 // boardHandler is an assistant's turn over Band's agent API: it stores
 // what it learned as a memory, tracks its work as a task on the room's
 // board (joined, then completed with a comment), sets the room's goal, opens a
-// follow-up room, and answers.
+// follow-up room, asks the sender to be a contact, and answers.
 func boardHandler(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 	if _, err := m.StoreMemory(ctx, bandonce.Memory{Content: "the sender asked for: " + m.Body(), System: "long_term",
 		Type: "episodic", Segment: "user", Thought: "to recall the request later", SubjectID: m.SenderID,
@@ -50,6 +50,17 @@ func boardHandler(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, er
 	if err != nil {
 		return nil, err
 	}
+	ps, err := m.Participants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		if p.ID == m.SenderID {
+			if _, err := m.AddContact(ctx, "@"+p.Handle, "thanks for asking"); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return &bandonce.Reply{Content: "done; follow-up in " + room.ID, Mentions: []string{m.SenderID}}, nil
 }
 
@@ -76,6 +87,9 @@ func boardWrites(t *testing.T, w *world, room fakeband.Room, id string) map[stri
 		if e.Kind == fakeband.EventRoom && strings.HasPrefix(e.Detail, "follow-up: ") {
 			out["room"]++
 		}
+		if e.Kind == fakeband.EventContactRequest && e.Detail == w.human.ID {
+			out["contact request"]++
+		}
 	}
 	if bd, ok := w.band.RoomBoard(room.ID); ok {
 		out["goal "+bd.GoalTitle] = bd.Changes
@@ -93,6 +107,7 @@ func wantBoardWrites(id string) map[string]int {
 		"status completed":                        1,
 		"room":                                    1,
 		"goal refunds":                            1,
+		"contact request":                         1,
 		"reply":                                   1,
 	}
 }
@@ -165,7 +180,7 @@ func TestCrashAtEveryRequestOfATurnWithAgentAPIWrites(t *testing.T) {
 		w.say(w.rooms[0], "refund order 17")
 		total = runConfigWithKill(t, w, w.config(boardHandler), -1, false)
 	})
-	require.GreaterOrEqual(t, total, 11, "me, chats, next, processing, 6 writes, the reply, processed")
+	require.GreaterOrEqual(t, total, 13, "me, chats, next, processing, 7 writes, participants, the reply, processed")
 	for _, durable := range []bool{false, true} {
 		for at := 1; at <= total; at++ {
 			for _, after := range []bool{false, true} {

@@ -106,3 +106,41 @@ func TestTasksAndTheBoardRoundTrip(t *testing.T) {
 	_, ok := fb.RoomBoard(room.ID)
 	assert.True(t, ok)
 }
+
+// Contacts: a request sent twice is one request, its approval makes a
+// contact, and removing it twice is one removal; answering an answered
+// request is no error.
+func TestContactWritesRepeatedHaveTheEffectOfOne(t *testing.T) {
+	fb, agent, _, c := fakeClient(t)
+	ctx := t.Context()
+	peer := fb.AddAgent("peer")
+	pc, err := band.New(band.Config{APIKey: peer.Key, BaseURL: fb.BaseURL(), HTTPClient: fb.HTTPClient(), Retry: band.RetryPolicy{Seed: 2}})
+	require.NoError(t, err)
+	first, err := c.AddContact(ctx, "@"+peer.Handle, "hello")
+	require.NoError(t, err)
+	assert.Equal(t, "pending", first.Status)
+	again, err := c.AddContact(ctx, peer.Handle, "hello")
+	require.NoError(t, err)
+	assert.Equal(t, first.ID, again.ID, "the pending request is found again")
+	received, _, err := pc.ContactRequests(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, received, 1, "one request")
+	ok, err := pc.RespondToContactRequest(ctx, band.ContactApprove, agent.Handle)
+	require.NoError(t, err)
+	assert.Equal(t, "approved", ok.Status)
+	answered, err := pc.RespondToContactRequest(ctx, band.ContactApprove, agent.Handle)
+	require.NoError(t, err)
+	assert.Equal(t, band.StatusAnswered, answered.Status)
+	contacts, err := c.Contacts(ctx)
+	require.NoError(t, err)
+	require.Len(t, contacts, 1)
+	assert.Equal(t, peer.Handle, contacts[0].Handle)
+	already, err := c.AddContact(ctx, peer.Handle, "")
+	require.NoError(t, err)
+	assert.Equal(t, "approved", already.Status, "a contact already")
+	require.NoError(t, c.RemoveContact(ctx, peer.Handle))
+	require.NoError(t, c.RemoveContact(ctx, peer.Handle), "removing it again is no error")
+	contacts, err = c.Contacts(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, contacts)
+}

@@ -1,8 +1,9 @@
 // Package band is a typed client for the tools of Band's agent API: who
 // the agent is, a room's participants (list, add, remove), the peers it
 // may add, new rooms, a room's context, the agent's memories (store, list,
-// supersede, archive) and a room's board (its tasks, their updates and
-// history, and its goal). It is the client a handler
+// supersede, archive), a room's board (its tasks, their updates and
+// history, and its goal) and the agent's contacts (requests, answers,
+// removals). It is the client a handler
 // reaches through bandonce.Message and the one a setup script or an
 // operator's tool uses outside any handler:
 //

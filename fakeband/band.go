@@ -14,23 +14,24 @@ type Band struct {
 	now func() time.Time
 	rng *rand.Rand // probabilistic faults only, so ids do not depend on them
 
-	owner        *participant
-	participants map[string]*participant
-	people       []*participant // every participant in creation order, for listings
-	byKey        map[string]*participant
-	byHandle     map[string]*participant
-	rooms        map[string]*room
-	roomOrder    []string
-	messages     map[string]*message
-	deliveries   map[deliveryKey]*delivery
-	executions   map[pairKey]*execution
-	lastDone     map[pairKey]string         // message most recently processed, for StaleNext
-	settledUpTo  map[pairKey]int            // room messages before this index are all settled for the agent
-	contacts     map[string]map[string]bool // agent id -> its contacts' participant ids
-	memories     []*memory                  // the one organization's, in creation order
-	tasks        map[string][]*task         // by room, in board order
-	taskNumbers  map[string]int             // by room: the last board number handed out
-	boards       map[string]*board          // by room
+	owner           *participant
+	participants    map[string]*participant
+	people          []*participant // every participant in creation order, for listings
+	byKey           map[string]*participant
+	byHandle        map[string]*participant
+	rooms           map[string]*room
+	roomOrder       []string
+	messages        map[string]*message
+	deliveries      map[deliveryKey]*delivery
+	executions      map[pairKey]*execution
+	lastDone        map[pairKey]string         // message most recently processed, for StaleNext
+	settledUpTo     map[pairKey]int            // room messages before this index are all settled for the agent
+	contacts        map[string]map[string]bool // agent id -> its contacts' participant ids
+	memories        []*memory                  // the one organization's, in creation order
+	tasks           map[string][]*task         // by room, in board order
+	taskNumbers     map[string]int             // by room: the last board number handed out
+	boards          map[string]*board          // by room
+	contactRequests []*contactRequest          // in the order they were sent
 
 	truth  truth
 	faults faultState

@@ -39,6 +39,11 @@ const (
 	EndpointTaskHistory       Endpoint = "task_history"       // GET .../tasks/{tid}/history
 	EndpointBoard             Endpoint = "board"              // GET /agent/chats/{id}/board
 	EndpointPutBoard          Endpoint = "put_board"          // PUT /agent/chats/{id}/board
+	EndpointContacts          Endpoint = "contacts"           // GET /agent/contacts
+	EndpointAddContact        Endpoint = "add_contact"        // POST /agent/contacts/add
+	EndpointRemoveContact     Endpoint = "remove_contact"     // POST /agent/contacts/remove
+	EndpointContactRequests   Endpoint = "contact_requests"   // GET /agent/contacts/requests
+	EndpointRespondContact    Endpoint = "respond_contact"    // POST /agent/contacts/requests/respond
 	EndpointHumanPost         Endpoint = "human_post"         // POST /me/chats/{id}/messages
 	EndpointControl           Endpoint = "control"            // the /me stop, play, executions and interrupt routes
 	EndpointSocket            Endpoint = "socket"             // GET /socket/websocket (the upgrade)

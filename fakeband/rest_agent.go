@@ -41,6 +41,11 @@ func (b *Band) agentRoutes() []route {
 		{"GET " + chat + "/tasks/{id}/history", EndpointTaskHistory, agentSide, b.serveTaskHistory},
 		{"GET " + chat + "/board", EndpointBoard, agentSide, b.serveBoard},
 		{"PUT " + chat + "/board", EndpointPutBoard, agentSide, b.servePutBoard},
+		{"GET /api/v1/agent/contacts", EndpointContacts, agentSide, b.serveContacts},
+		{"POST /api/v1/agent/contacts/add", EndpointAddContact, agentSide, b.serveAddContact},
+		{"POST /api/v1/agent/contacts/remove", EndpointRemoveContact, agentSide, b.serveRemoveContact},
+		{"GET /api/v1/agent/contacts/requests", EndpointContactRequests, agentSide, b.serveContactRequests},
+		{"POST /api/v1/agent/contacts/requests/respond", EndpointRespondContact, agentSide, b.serveRespondContact},
 	}
 }
 
