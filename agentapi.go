@@ -319,7 +319,9 @@ func (m *Message) ArchiveMemory(ctx context.Context, id string) (band.Memory, er
 // the turn and the key (" [bo:<12 hex digits>]"), and the guard reads the
 // agent's rooms for it before creating one, so a crash between Band
 // creating the room and the ledger recording it does not make a second.
-// The title must leave room for the marker: at most 104 characters.
+// The title must leave room for the marker: at most 104 characters. A
+// rename that drops the marker (band.Client.RenameRoom) hides the room
+// from the guard of a later delivery of the same turn.
 //
 // An untitled room ("" lets Band title it from its first message) carries
 // nothing a read could find, so it is a Step: at most once as far as the

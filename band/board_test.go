@@ -144,3 +144,35 @@ func TestContactWritesRepeatedHaveTheEffectOfOne(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, contacts)
 }
+
+// A room is read and renamed, a rename repeated changes nothing, and the
+// working indicator is set and cleared.
+func TestARoomIsReadRenamedAndReportedWorkingIn(t *testing.T) {
+	fb, agent, room, c := fakeClient(t)
+	ctx := t.Context()
+	mine, err := c.CreateRoom(ctx, "mine")
+	require.NoError(t, err)
+	got, err := c.Room(ctx, mine.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "mine", got.Title)
+	for range 2 {
+		renamed, err := c.RenameRoom(ctx, mine.ID, "renamed")
+		require.NoError(t, err)
+		assert.Equal(t, "renamed", renamed.Title)
+	}
+	renames := 0
+	for _, e := range fb.Events() {
+		if e.Kind == fakeband.EventRename {
+			renames++
+		}
+	}
+	assert.Equal(t, 1, renames)
+	_, err = c.RenameRoom(ctx, room.ID, "not mine")
+	var apiErr *band.APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusForbidden, apiErr.Status)
+	require.NoError(t, c.Activity(ctx, room.ID, true))
+	assert.True(t, fb.Working(agent.ID, room.ID))
+	require.NoError(t, c.Activity(ctx, room.ID, false))
+	assert.False(t, fb.Working(agent.ID, room.ID))
+}

@@ -36,7 +36,7 @@ var (
 		EndpointParticipants, EndpointAddParticipant, EndpointRemoveParticipant, EndpointCreateChat, EndpointPeers,
 		EndpointCreateMemory, EndpointMemories, EndpointMemory, EndpointMemoryStatus,
 		EndpointCreateTask, EndpointTasks, EndpointTask, EndpointUpdateTask, EndpointTaskHistory, EndpointBoard, EndpointPutBoard,
-		EndpointContacts, EndpointAddContact, EndpointRemoveContact, EndpointContactRequests, EndpointRespondContact,
+		EndpointChat, EndpointRenameChat, EndpointContacts, EndpointAddContact, EndpointRemoveContact, EndpointContactRequests, EndpointRespondContact,
 		EndpointHumanPost, EndpointControl, EndpointSocket,
 	}
 )

@@ -39,6 +39,8 @@ const (
 	EndpointTaskHistory       Endpoint = "task_history"       // GET .../tasks/{tid}/history
 	EndpointBoard             Endpoint = "board"              // GET /agent/chats/{id}/board
 	EndpointPutBoard          Endpoint = "put_board"          // PUT /agent/chats/{id}/board
+	EndpointChat              Endpoint = "chat"               // GET /agent/chats/{id}
+	EndpointRenameChat        Endpoint = "rename_chat"        // PATCH /agent/chats/{id}
 	EndpointContacts          Endpoint = "contacts"           // GET /agent/contacts
 	EndpointAddContact        Endpoint = "add_contact"        // POST /agent/contacts/add
 	EndpointRemoveContact     Endpoint = "remove_contact"     // POST /agent/contacts/remove

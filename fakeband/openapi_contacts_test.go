@@ -83,3 +83,36 @@ func TestContactEndpointsConformToBandsOpenAPIDocument(t *testing.T) {
 	assert.Equal(t, 2, kinds[fakeband.EventContactRemoved], "the removal ended both directions")
 	require.Equal(t, 4, kinds[fakeband.EventContactRequest], "two requests sent, one approved, one cancelled")
 }
+
+// A room read and renamed by the agent: every documented status.
+func TestRoomReadAndRenameConformToBandsOpenAPIDocument(t *testing.T) {
+	doc, router := loadBandDocument(t)
+	f := newFixture(t)
+	c := &conformance{doc: doc, router: router, client: f.c, exceptions: conformanceExceptions, seen: map[string]map[int]bool{}}
+	const unknownID = "00000000-0000-4000-8000-000000000000"
+	bot, alice := f.bot.Key, f.alice.Key
+	own := f.do(t, "POST", "/agent/chats", bot, map[string]any{"chat": map[string]any{"title": "mine"}}).data(t)["id"].(string)
+	rename := func(title string) map[string]any { return map[string]any{"chat": map[string]any{"title": title}} }
+	for _, ex := range []exchange{
+		{name: "a room", method: "GET", path: "/agent/chats/" + f.room.ID, key: bot, status: 200},
+		{name: "an unknown room", method: "GET", path: "/agent/chats/" + unknownID, key: bot, status: 404},
+		{name: "a room with a human's key", method: "GET", path: "/agent/chats/" + f.room.ID, key: alice, status: 403},
+		{name: "a room without a key", method: "GET", path: "/agent/chats/" + f.room.ID, status: 401, offDocument: "X-API-Key is a required header"},
+		{name: "rename its own room", method: "PATCH", path: "/agent/chats/" + own, key: bot, body: rename("renamed"), status: 200},
+		{name: "rename it to the same", method: "PATCH", path: "/agent/chats/" + own, key: bot, body: rename("renamed"), status: 200},
+		{name: "rename, blank", method: "PATCH", path: "/agent/chats/" + own, key: bot, body: rename(" "), status: 422},
+		{name: "rename a room it does not own", method: "PATCH", path: "/agent/chats/" + f.room.ID, key: bot, body: rename("x"), status: 403},
+		{name: "rename an unknown room", method: "PATCH", path: "/agent/chats/" + unknownID, key: bot, body: rename("x"), status: 404},
+		{name: "rename without a key", method: "PATCH", path: "/agent/chats/" + own, body: rename("x"), status: 401, offDocument: "X-API-Key is a required header"},
+	} {
+		c.check(t, ex)
+	}
+	c.requireEveryDocumentedStatus(t, []string{"getAgentChat", "renameAgentChat"})
+	renames := 0
+	for _, e := range f.b.Events() {
+		if e.Kind == fakeband.EventRename {
+			renames++
+		}
+	}
+	assert.Equal(t, 1, renames, "renaming to the same title changed nothing")
+}

@@ -41,6 +41,8 @@ func (b *Band) agentRoutes() []route {
 		{"GET " + chat + "/tasks/{id}/history", EndpointTaskHistory, agentSide, b.serveTaskHistory},
 		{"GET " + chat + "/board", EndpointBoard, agentSide, b.serveBoard},
 		{"PUT " + chat + "/board", EndpointPutBoard, agentSide, b.servePutBoard},
+		{"GET /api/v1/agent/chats/{id}", EndpointChat, agentSide, b.serveChat},
+		{"PATCH /api/v1/agent/chats/{id}", EndpointRenameChat, agentSide, b.serveRenameChat},
 		{"GET /api/v1/agent/contacts", EndpointContacts, agentSide, b.serveContacts},
 		{"POST /api/v1/agent/contacts/add", EndpointAddContact, agentSide, b.serveAddContact},
 		{"POST /api/v1/agent/contacts/remove", EndpointRemoveContact, agentSide, b.serveRemoveContact},

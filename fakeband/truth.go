@@ -63,6 +63,7 @@ const (
 	EventTask           = "task"            // a task was created on a room's board; Detail is its id
 	EventTaskComment    = "task_comment"    // a comment was posted on a task; Detail is the task's id
 	EventBoard          = "board"           // a room's goal changed; Detail is its title
+	EventRename         = "rename"          // a room was renamed; Detail is its new title
 	EventContactRequest = "contact_request" // a contact request was sent (Detail: the recipient) or answered (Detail: its id and status)
 )
 
