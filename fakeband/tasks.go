@@ -34,20 +34,25 @@ type Task struct {
 
 // TaskComment is one comment on a task.
 type TaskComment struct {
-	Seq            int
-	AuthorID, Text string
+	Seq      int    `json:"seq"`
+	AuthorID string `json:"author_id"`
+	Text     string `json:"text"`
 }
 
 // TaskAssignment is one participant's status on a task.
 type TaskAssignment struct {
-	AssigneeID, Status, ActiveForm, LinkedNativeID string
+	AssigneeID     string `json:"assignee_id"`
+	Status         string `json:"status"`
+	ActiveForm     string `json:"active_form"`
+	LinkedNativeID string `json:"linked_native_id"`
 }
 
 // Board is a room's goal as the truth reports it, with how many times a
 // PUT changed it.
 type Board struct {
-	GoalTitle, GoalSummary string
-	Changes                int
+	GoalTitle   string `json:"goal_title"`
+	GoalSummary string `json:"goal_summary"`
+	Changes     int    `json:"changes"`
 }
 
 type task struct {
