@@ -70,3 +70,42 @@ func TestPythonSDKMemoryToolsAndTaskEventAreServed(t *testing.T) {
 	has(t, ev, "id:string")
 	assert.Len(t, f.b.Memories(), 2, "the truth holds both memories once")
 }
+
+// The Python SDK's contact tools, call by call as src/band/runtime/tools.py
+// (1ca53ba) makes them, with handles written "@name" as its tool schema
+// suggests, are served with what the SDK reads from each answer.
+func TestPythonSDKContactToolsAreServed(t *testing.T) {
+	f := newFixture(t)
+	s := &sdkRun{fixture: f, t: t}
+	peer := f.b.AddAgent("Peer")
+
+	// PY:tools.py list_contacts: page 1, page_size 50; .data and .metadata.
+	listed := s.call("GET", "/agent/contacts?page=1&page_size=50", nil, 200)
+	assert.Empty(t, listed.list(t))
+	has(t, listed.body(t)["metadata"].(map[string]any), "page:number", "page_size:number", "total_count:number", "total_pages:number")
+
+	// PY:tools.py add_contact: {handle, message}; .data has id and status.
+	added := s.call("POST", "/agent/contacts/add", map[string]any{"handle": "@" + peer.Handle, "message": nil}, 201).data(t)
+	has(t, added, "id:string", "status:string")
+	assert.Equal(t, "pending", added["status"])
+
+	// PY:tools.py list_contact_requests: page, page_size, sent_status=pending.
+	reqs := s.call("GET", "/agent/contacts/requests?page=1&page_size=50&sent_status=pending", nil, 200)
+	data := reqs.data(t)
+	has(t, data, "received:list", "sent:list")
+	require.Len(t, data["sent"].([]any), 1)
+	has(t, data["sent"].([]any)[0].(map[string]any), "id:string", "status:string", "to_handle:string", "inserted_at:string")
+	has(t, reqs.body(t)["metadata"].(map[string]any), "page:number", "page_size:number", "received:object", "sent:object")
+
+	// PY:tools.py respond_contact_request, from the peer: {action, handle}.
+	r := f.do(t, "POST", "/agent/contacts/requests/respond", peer.Key, map[string]any{"action": "approve", "handle": "@" + f.bot.Handle})
+	require.Equal(t, 200, r.status, "%s", r.raw)
+	has(t, r.data(t), "id:string", "status:string")
+	contacts := s.call("GET", "/agent/contacts?page=1&page_size=50", nil, 200).list(t)
+	require.Len(t, contacts, 1)
+	has(t, contacts[0].(map[string]any), "id:string", "handle:string", "type:string", "inserted_at:string")
+
+	// PY:tools.py remove_contact: {handle} or {contact_id}; .data.status.
+	removed := s.call("POST", "/agent/contacts/remove", map[string]any{"contact_id": contacts[0].(map[string]any)["id"]}, 200).data(t)
+	assert.Equal(t, "removed", removed["status"])
+}
