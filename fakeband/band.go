@@ -32,6 +32,7 @@ type Band struct {
 	taskNumbers     map[string]int             // by room: the last board number handed out
 	boards          map[string]*board          // by room
 	contactRequests []*contactRequest          // in the order they were sent
+	created         []CreatedRoom              // rooms agents created, in order
 
 	truth  truth
 	faults faultState

@@ -2,6 +2,7 @@ package fakeband
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -43,7 +44,22 @@ func (b *Band) serveCreateChat(c *call) reply {
 	r := b.newRoomLocked(title, taskID)
 	r.ownerID = c.who.id
 	b.joinLocked(r, c.who, RoleOwner)
+	b.created = append(b.created, CreatedRoom{ID: r.id, OwnerID: c.who.id, Title: title})
 	return okReply(http.StatusCreated, renderRoom(r))
+}
+
+// CreatedRoom is a room an agent created (POST /agent/chats), with the
+// title it was created with.
+type CreatedRoom struct {
+	ID, OwnerID, Title string
+}
+
+// CreatedRooms returns the rooms agents created, in the order they were
+// created.
+func (b *Band) CreatedRooms() []CreatedRoom {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.created)
 }
 
 // servePeers lists whom the agent may recruit: its owner and its sibling

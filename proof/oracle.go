@@ -90,16 +90,14 @@ func (s *sim) judge() Result {
 		Messages: len(s.messages), Lives: s.lives, Released: s.released, QuietAt: s.quietAt,
 		Signals: s.signals(), Said: s.said(), Posts: t.posts,
 	}
-	scheduled := map[string]bool{}
 	for _, r := range s.rooms {
 		res.Events = append(res.Events, s.band.ChatEvents(r.ID))
 		res.Tasks = append(res.Tasks, s.band.Tasks(r.ID))
-		scheduled[r.ID] = true
 	}
 	res.Memories, res.AgentID = s.band.Memories(), s.agent.ID
-	for _, e := range s.band.Events() {
-		if e.Kind == fakeband.EventRoom && !scheduled[e.RoomID] {
-			res.CreatedRooms = append(res.CreatedRooms, e.Detail)
+	for _, r := range s.band.CreatedRooms() {
+		if r.OwnerID == s.agent.ID {
+			res.CreatedRooms = append(res.CreatedRooms, r.Title)
 		}
 	}
 	for _, l := range s.allLives {

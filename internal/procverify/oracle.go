@@ -271,15 +271,13 @@ func (t *truth) doublePosts(v *judgement) {
 func (t *truth) doubleWrites(v *judgement) {
 	s := t.s
 	var tasks []fakeband.Task
-	scheduled := map[string]bool{}
 	for _, r := range s.rooms {
 		tasks = append(tasks, s.band.Tasks(r.ID)...)
-		scheduled[r.ID] = true
 	}
 	var created []string
-	for _, e := range s.band.Events() {
-		if e.Kind == fakeband.EventRoom && !scheduled[e.RoomID] {
-			created = append(created, e.Detail)
+	for _, r := range s.band.CreatedRooms() {
+		if r.OwnerID == s.agent.ID {
+			created = append(created, r.Title)
 		}
 	}
 	memories := s.band.Memories()
