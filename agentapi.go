@@ -485,6 +485,9 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 		r.s.ledgerFailed("bandonce: ledger read failed; not writing", err, "room", r.id, "key", w.key)
 		return fail("ledger read", err)
 	}
+	// Checked stays false: the room check a durable ledger gets (against
+	// the room's posts) says nothing of memories, tasks or rooms, so its
+	// "no record" for them is never taken as proof, and Band is read.
 	facts := core.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Attempt: t.attempt, DefaultKey: isDefault}
 	for try := 0; ; try++ {
 		if core.Guard(facts) != core.PostNow {
