@@ -118,6 +118,7 @@ func (s *sim) judge() Result {
 	t.doubleWrites(v)
 	t.pending(v)
 	t.outcomes(v)
+	t.notices(v)
 	t.interrupts(v)
 	t.stops(v)
 	t.superseded(v)
