@@ -111,6 +111,7 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 			d.hc.CloseIdleConnections() // as retryablehttp does after a failure
 			return nil, withCause(ctx, err)
 		}
+		d.noteDeprecation(ctx, endpoint, resp)
 		return resp, nil
 	}
 	if err == nil {
