@@ -115,12 +115,21 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 			open.AgentID, open.Schema = opts.AgentID, opts.Schema
 			return nil, open
 		}
-		if !transient(err) || ctx.Err() != nil {
+		// A context that ended during an attempt may surface as the
+		// attempt's own error (a connection reset, say): it is still the
+		// context that ended the wait.
+		gaveUp := func() error {
+			return fail(nil, fmt.Errorf("%w; the last attempt: %w", context.Cause(ctx), err), "cannot be opened: gave up when the context ended")
+		}
+		if ctx.Err() != nil {
+			return nil, gaveUp()
+		}
+		if !transient(err) {
 			return nil, fail(nil, err, "cannot be opened")
 		}
 		failures.note(s.log, "pgledger: cannot reach the database to open the ledger; retrying", err)
 		if sleep(ctx, failures.backoff()) != nil {
-			return nil, fail(nil, fmt.Errorf("%w; the last attempt: %w", ctx.Err(), err), "cannot be opened: gave up when the context ended")
+			return nil, gaveUp()
 		}
 	}
 }
