@@ -181,12 +181,13 @@ func TestOpenWaitsOutAnUnreachableDatabase(t *testing.T) {
 	assert.Nil(t, open.Kind, "an outage is not an unusable database")
 	assert.Contains(t, logs.String(), "cannot reach the database to open the ledger; retrying")
 
+	refused := p.refusals()
 	opened := make(chan error, 1)
 	go func() {
 		_, err := Open(context.Background(), pool, opts)
 		opened <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // let it fail a few times
+	until(t, "the second Open refused twice", func() bool { return p.refusals() >= refused+2 })
 	p.setCut(false)
 	require.NoError(t, <-opened)
 	assert.Contains(t, logs.String(), "database reachable again")

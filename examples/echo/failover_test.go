@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -479,7 +480,13 @@ func TestAPausedHolderPostsNothingWhenItWakes(t *testing.T) {
 
 	resumed := time.Now()
 	require.NoError(t, pa.cmd.Process.Signal(syscall.SIGCONT))
-	time.Sleep(3 * lease) // time to do harm, if it would
+	// Time to do harm, if it would, measured in events rather than on the
+	// wall clock: the woken holder has noticed that it lost the lease
+	// (or its socket), and the new holder has answered everything.
+	eventually(t, "the woken holder noticing it lost the lease", func() bool {
+		return regexp.MustCompile(`lease lost|supersed|took over`).MatchString(pa.stderr.String())
+	})
+	eventually(t, "every message answered", func() bool { return f.truth(t).processed(ids) == len(ids) })
 	var after []string
 	for _, r := range a.requestsOf(pa.cmd) {
 		if r.at.After(resumed) {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -190,6 +191,7 @@ func raceHelper() {
 	}
 	stop := make(chan struct{})
 	reaped := make(chan int)
+	var passes atomic.Int64 // the reaper's finished looks
 	go func() {
 		n := 0
 		for {
@@ -199,6 +201,7 @@ func raceHelper() {
 				return
 			default:
 				n += ReapOrphans()
+				passes.Add(1)
 			}
 		}
 	}()
@@ -213,7 +216,11 @@ func raceHelper() {
 					fmt.Printf("FAIL start: %v\n", err)
 					os.Exit(1)
 				}
-				time.Sleep(5 * time.Millisecond)
+				// Two whole looks of the reaper's since the start, not a
+				// span of the wall clock: the first may have begun before.
+				for at := passes.Load(); passes.Load() < at+2; {
+					time.Sleep(time.Millisecond)
+				}
 				if p.Exited() {
 					mu.Lock()
 					killed++
