@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/band-once/bandonce/internal/wire"
+	"github.com/band-once/bandonce/bandtype"
 )
 
 // Causes a handler's context is cancelled with; read them with
@@ -59,8 +59,9 @@ func (e *StartError) Unwrap() error { return e.Err }
 //	var apiErr *bandonce.APIError
 //	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity { ... }
 //
-// Its fields (go doc does not show them: the type is defined in an
-// internal package):
+// It is defined in package bandtype, where go doc shows its fields and
+// methods (go doc github.com/band-once/bandonce/bandtype.APIError), and
+// band.APIError names it too. Its fields:
 //
 //   - Endpoint string: the call, ids templated, such as
 //     "POST /agent/chats/{id}/messages".
@@ -75,7 +76,7 @@ func (e *StartError) Unwrap() error { return e.Err }
 //
 // Its method Transient reports whether the same request may succeed later
 // (429 and 5xx). None of its fields ever shows the API key.
-type APIError = wire.APIError
+type APIError = bandtype.APIError
 
 // ConfigError reports an invalid Config field.
 type ConfigError struct {

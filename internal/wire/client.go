@@ -76,7 +76,7 @@ func (c *Client) scrub(err *error) {
 	}
 	var apiErr *APIError
 	if errors.As(*err, &apiErr) {
-		apiErr.scrub(c.key)
+		scrubAPIError(apiErr, c.key)
 	}
 	var protoErr *ProtocolError
 	if errors.As(*err, &protoErr) {
