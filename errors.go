@@ -80,11 +80,21 @@ type APIError = bandtype.APIError
 
 // ConfigError reports an invalid Config field.
 type ConfigError struct {
-	Field  string
+	// Field names the field, such as "BaseURL".
+	Field string
+	// Var is the environment variable ConfigFromEnv filled the field
+	// from, such as "BAND_BASE_URL", or "" when the caller set it.
+	Var string
+	// Reason says what is wrong with it.
 	Reason string
 }
 
+// Error names the variable the user set when the field came from the
+// environment, and the field otherwise.
 func (e *ConfigError) Error() string {
+	if e.Var != "" {
+		return "bandonce: invalid " + e.Var + " (Config." + e.Field + "): " + e.Reason
+	}
 	return "bandonce: invalid Config." + e.Field + ": " + e.Reason
 }
 

@@ -82,7 +82,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 	case pool == nil:
 		return nil, fail(nil, nil, "cannot be opened: the pool is nil")
 	case strings.TrimSpace(opts.AgentID) == "":
-		return nil, fail(nil, nil, "cannot be opened: Options.AgentID is required")
+		return nil, fail(nil, nil, "cannot be opened: Options.AgentID is required: the agent's id, as Band answers GET /agent/me; "+
+			"an agent configured by its environment has it in BAND_AGENT_ID, which is empty or unset (fakeband prints it with the key)")
 	case !schemaName.MatchString(opts.Schema):
 		return nil, fail(nil, nil, "cannot be opened: Options.Schema must be lower-case letters, digits and underscores, starting with a letter or underscore")
 	case opts.LeaseTime < 0 || opts.LeaseTime > 0 && opts.LeaseTime < minLeaseTime:

@@ -62,7 +62,7 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 		want string
 	}{
 		"nil pool":        {nil, Options{AgentID: testAgent}, "the pool is nil"},
-		"no agent":        {pool, Options{AgentID: "  "}, "Options.AgentID is required"},
+		"no agent":        {pool, Options{AgentID: "  "}, "Options.AgentID is required: the agent's id, as Band answers GET /agent/me; an agent configured by its environment has it in BAND_AGENT_ID, which is empty or unset"},
 		"quoted schema":   {pool, Options{AgentID: testAgent, Schema: `a"b`}, "Options.Schema must be"},
 		"upper schema":    {pool, Options{AgentID: testAgent, Schema: "Ledger"}, "Options.Schema must be"},
 		"short lease":     {pool, Options{AgentID: testAgent, LeaseTime: time.Millisecond}, "Options.LeaseTime must be"},
