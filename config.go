@@ -136,6 +136,16 @@ type Config struct {
 	// accepts them. Zero means 32.
 	MaxRequestsInFlight int
 
+	// MaxResponseBytes caps the body of every answer the shell reads from
+	// Band; a body past it is measured but never kept. Zero means 4 MiB.
+	// Nothing that is too large stops a room: a /context page over the
+	// cap is asked again with fewer messages, down to one; a message
+	// /next serves over the cap is dead-lettered with a reason that names
+	// its size; a reply over it is refused (Permanent), because the guard
+	// could not read it back from /context. Raise it for agents whose
+	// messages run to megabytes.
+	MaxResponseBytes int
+
 	// IdleRequestInterval spreads the requests that only guard against a
 	// lost push (idle rooms' resyncs, polls without a socket, stopped
 	// rooms' probes): at most one per interval for the whole shell, the
@@ -310,6 +320,9 @@ func (c Config) withDefaults() (settings, error) {
 	if c.MaxRequestsInFlight < 0 {
 		return settings{}, c.invalid("MaxRequestsInFlight", "must not be negative")
 	}
+	if c.MaxResponseBytes < 0 {
+		return settings{}, &ConfigError{Field: "MaxResponseBytes", Reason: "must not be negative"}
+	}
 	if err := validateRetry(c.Retry); err != nil {
 		return settings{}, err
 	}
@@ -337,6 +350,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
 	s.MaxConcurrentRooms = cmp.Or(c.MaxConcurrentRooms, 16)
 	s.MaxRequestsInFlight = cmp.Or(c.MaxRequestsInFlight, 32)
+	s.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, wire.MaxBodyBytes)
 	s.IdleRequestInterval = cmp.Or(c.IdleRequestInterval, 500*time.Millisecond)
 	s.StartTimeout = cmp.Or(c.StartTimeout, DefaultStartTimeout)
 	s.Retry = retryDefaults(c.Retry)

@@ -49,7 +49,8 @@
 //     room (every page, only what is new since its last read) for that exact
 //     marker. The read is skipped when it provably cannot find anything: the
 //     first attempt of a message with its default key, or a key a durable
-//     ledger has no record of.
+//     ledger has no record of, once that ledger was checked against the room
+//     in this life (a restored older copy of it may have lost records).
 //   - The reply POST is never re-sent blind. After a timeout, a reset or a 5xx
 //     the room is read again and the reply posted only if it is still absent.
 //   - If the processed mark fails after the post, only the mark is retried:

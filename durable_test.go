@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -58,6 +59,11 @@ func TestCrashAtEveryRequestBoundaryWithTheDurableLedger(t *testing.T) {
 					reads := w.band.Requests()[fakeband.EndpointContext]
 					if at == postRequest {
 						assert.Equal(t, 1, reads, "an intent without an outcome needs the room read")
+					} else if at == postRequest-1 && after {
+						// Claimed, then killed before any ledger write: the
+						// redelivery's "no record" could be a restored older
+						// copy's, so the ledger is checked against the room.
+						assert.Equal(t, 1, reads, "a redelivery with no record checks the ledger against the room, once")
 					} else {
 						assert.Zero(t, reads, "the ledger settled it without reading the room")
 					}
@@ -69,7 +75,8 @@ func TestCrashAtEveryRequestBoundaryWithTheDurableLedger(t *testing.T) {
 
 // Natural keys shared across messages, and redeliveries after a crash
 // between the post and the ack, are settled by the durable ledger within
-// four round trips: no room read at all.
+// four round trips: the room is read once, in the first life, to check the
+// ledger against it before its first "no record" is trusted.
 func TestDurableLedgerSettlesSharedKeysAndRedeliveriesWithoutReading(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agent.ledger")
 	synctest.Test(t, func(t *testing.T) {
@@ -106,7 +113,7 @@ func TestDurableLedgerSettlesSharedKeysAndRedeliveriesWithoutReading(t *testing.
 		for k := range 3 {
 			assert.Equal(t, 1, w.repliesTo(room, fmt.Sprint("order-", k)))
 		}
-		assert.Zero(t, w.band.Requests()[fakeband.EndpointContext], "no room read: the ledger knew")
+		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointContext], "one room read, the ledger's check; then the ledger knew")
 	})
 }
 
@@ -199,14 +206,100 @@ func TestCrashAtEveryLedgerWrite(t *testing.T) {
 					assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(id)))
 					assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
 					intentOnly := (at == 1 && after) || (at == 2 && !after)
+					noRecord := at == 1 && !after
 					reads := w.band.Requests()[fakeband.EndpointContext]
-					if intentOnly {
+					switch {
+					case intentOnly:
 						assert.Equal(t, 1, reads, "an intent without an outcome needs the room read")
-					} else {
+					case noRecord:
+						assert.Equal(t, 1, reads, "a redelivery with no record checks the ledger against the room, once")
+					default:
 						assert.Zero(t, reads, "the ledger settled it without reading the room")
 					}
 				})
 			})
 		}
+	}
+}
+
+// copyFile copies the file at from over to, as a restore from a backup
+// does.
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(to, data, 0o600))
+}
+
+// A bolt ledger restored from an older copy (a backup, a volume snapshot)
+// has lost the record of a reply it posted. Its "no record" is not taken
+// for "never tried": the shell checks the ledger against the room once,
+// finds the reply there, and posts nothing twice, neither for the message
+// redelivered nor for another message sharing a natural key.
+func TestARestoredOlderLedgerDoesNotDoubleAReply(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		handler bandonce.Handler
+		second  bool // a second message with the same key comes in the second life
+	}{
+		{"the message redelivered, default key", echo, false},
+		{"another message, the same natural key", keyedByBody, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path, backup := filepath.Join(dir, "agent.ledger"), filepath.Join(dir, "backup.ledger")
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(t, 1)
+				room := w.rooms[0]
+				ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+				require.NoError(t, err)
+				require.NoError(t, ledger.Close())
+				copyFile(t, path, backup) // the backup, before any reply
+
+				first := w.say(room, "order-1")
+				cfg := w.config(tt.handler)
+				cfg.PollInterval = time.Hour
+				if !tt.second {
+					// The processed mark never lands: Band serves the
+					// message again in the next life.
+					w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessed, Nth: 1, Count: 1 << 30, Kind: fakeband.FailBefore, Status: 503})
+				}
+				ledger, err = boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+				require.NoError(t, err)
+				cfg.Ledger = ledger
+				stop := w.start(cfg)
+				settle(time.Minute)
+				require.NoError(t, stop())
+				require.NoError(t, ledger.Close())
+				w.band.ClearFaults()
+				key := bandonce.DefaultKey(first)
+				if tt.second {
+					key = "order-1"
+				}
+				require.Equal(t, 1, w.repliesTo(room, key), "the first life replied")
+
+				copyFile(t, backup, path) // restored: the reply's record is gone
+				var second string
+				if tt.second {
+					second = w.say(room, "order-1")
+				}
+				ledger, err = boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+				require.NoError(t, err)
+				defer ledger.Close()
+				cfg.Ledger = ledger
+				stop = w.start(cfg)
+				settle(time.Minute)
+				require.NoError(t, stop())
+
+				assert.Equal(t, 1, w.repliesTo(room, key), "not doubled")
+				assert.Equal(t, "processed", w.band.Status(w.agent.ID, first))
+				if tt.second {
+					assert.Equal(t, "processed", w.band.Status(w.agent.ID, second))
+				}
+				state, err := ledger.Key(t.Context(), room.ID, key)
+				require.NoError(t, err)
+				assert.True(t, state.Settled(), "the ledger was brought up to the room: %v", state)
+			})
+		})
 	}
 }

@@ -425,3 +425,77 @@ func TestALedgerCallCutOffIsNoError(t *testing.T) {
 		assert.Equal(t, 1, r.repliesTo(r.rooms[0], bandonce.DefaultKey(id)))
 	})
 }
+
+// A reply too large to be read back from /context under
+// Config.MaxResponseBytes is never posted: posted, it would leave every
+// later guard of the room unable to tell what it holds. It is
+// dead-lettered, the reason naming its size, and the room goes on.
+func TestAReplyTooLargeToReadBackIsDeadLetteredNamingItsSize(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		big := w.say(room, "big")
+		small := w.say(room, "small")
+		var outcomes []bandonce.Outcome
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			size := 10
+			if m.Body() == "big" {
+				size = 100_000
+			}
+			return &bandonce.Reply{Content: strings.Repeat("x", size), Mentions: []string{m.SenderID}}, nil
+		})
+		cfg.MaxResponseBytes = 64 << 10
+		cfg.Hooks.Outcome = func(o bandonce.Outcome) { outcomes = append(outcomes, o) }
+		stop := w.start(cfg)
+		settle(time.Minute)
+		require.NoError(t, stop())
+
+		assert.Zero(t, w.repliesTo(room, bandonce.DefaultKey(big)))
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(small)))
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, big))
+		marks := w.band.Marks(w.agent.ID, big)
+		var reasons []string
+		for _, m := range marks {
+			if m.Kind == "failed" {
+				reasons = append(reasons, m.Error)
+			}
+		}
+		require.Len(t, reasons, 1)
+		assert.Contains(t, reasons[0], "reply of 100000 bytes")
+		assert.Contains(t, reasons[0], "MaxResponseBytes (65536)")
+		require.NotEmpty(t, outcomes)
+		assert.Equal(t, bandonce.DeadLettered, outcomes[0].Kind)
+	})
+}
+
+// An own post in the room too large to read back (posted before the cap
+// was lowered, or by another build) leaves the guard unable to tell
+// whether it carries the reply's key: the message is given up,
+// dead-lettered with the size named, never posted unguarded and never
+// retried for ever.
+func TestAGuardThatCannotReadAnOwnPostBackGivesTheMessageUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		_, err := w.band.Say(room.ID, w.agent.ID, strings.Repeat("z", 100_000), w.human.ID)
+		require.NoError(t, err)
+		id := w.say(room, "order-1")
+		cfg := w.config(keyedByBody) // a natural key: the guard reads the room
+		cfg.MaxResponseBytes = 64 << 10
+		stop := w.start(cfg)
+		settle(time.Minute)
+		require.NoError(t, stop())
+
+		assert.Zero(t, w.repliesTo(room, "order-1"), "never posted unguarded")
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id), "given up, not retried for ever")
+		var reasons []string
+		for _, m := range w.band.Marks(w.agent.ID, id) {
+			if m.Kind == "failed" {
+				reasons = append(reasons, m.Error)
+			}
+		}
+		require.Len(t, reasons, 1)
+		assert.Contains(t, reasons[0], "cannot be read back")
+		assert.Regexp(t, `answer of \d+ bytes exceeds the 65536-byte cap`, reasons[0])
+	})
+}

@@ -2,24 +2,26 @@ package bandonce
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/band-once/bandonce/internal/core"
 	"github.com/band-once/bandonce/internal/wire"
 )
-
-// contextPageSize is the largest page /context serves; the guard reads as
-// few pages as it can.
-const contextPageSize = 100
 
 // guardIndex is a room's memory of the dedup keys on the agent's own posts,
 // with the place its last read of /context ended, so a later guard reads
 // only what is new. It belongs to the room's goroutine.
 type guardIndex struct {
 	keys map[string]bool
-	// resume is the cursor of the last page read. The next read starts
-	// there again, because a last page may grow and Band gives no cursor
-	// past its end; re-reading one page is the price of not missing a post.
-	resume string
+	// resume is where the last read ended: the cursor of its last page,
+	// and the page size that fitted. The next read starts there again,
+	// because a last page may grow and Band gives no cursor past its end;
+	// re-reading one page is the price of not missing a post.
+	resume wire.ContextWalk
+	// walked: a read reached the room's end, so keys holds every key of
+	// the agent's in the room up to resume.
+	walked bool
 }
 
 // contains reports whether the agent has sent a message or event with key
@@ -31,15 +33,15 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 	if g.keys[key] {
 		return true, nil
 	}
-	cursor := g.resume
-	for {
-		page, err := api.Context(ctx, room, cursor, contextPageSize)
-		if err != nil {
-			return false, err
-		}
+	err := api.WalkContext(ctx, room, &g.resume, func(page *wire.ContextPage) error {
 		for _, item := range page.Items {
 			if item.SenderID != self || item.SenderType != "Agent" {
 				continue
+			}
+			if page.Oversize != nil {
+				// The agent's own post, too large to read back: whether it
+				// carries this key cannot be known.
+				return fmt.Errorf("%w: the agent's own message %s cannot be read back: %w", errUnreadableRoom, item.ID, page.Oversize)
 			}
 			if k, ok := core.ParseMarker(item.Content); ok {
 				g.add(k)
@@ -48,13 +50,21 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 				g.add(k)
 			}
 		}
-		if !page.HasMore || page.NextCursor == "" {
-			g.resume = cursor
-			return g.keys[key], nil
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, errUnreadableRoom) && (errors.Is(err, wire.ErrTooLarge) || errors.Is(err, wire.ErrCursorRepeated) || errors.Is(err, wire.ErrTooManyPages)) {
+			err = fmt.Errorf("%w: %w", errUnreadableRoom, err)
 		}
-		cursor = page.NextCursor
+		return false, err
 	}
+	g.walked = true
+	return g.keys[key], nil
 }
+
+// errUnreadableRoom marks a guard read that no retry can complete: an
+// item too large to read back, or a server whose paging does not end.
+var errUnreadableRoom = errors.New("the room cannot be read to guard the send")
 
 // release forgets what the index knows, for a room gone idle: the keys
 // and the resume cursor go together (a cursor without the keys read

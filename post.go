@@ -121,7 +121,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		r.s.ledgerFailed("bandonce: ledger read failed", err, "room", r.id, "key", e.key)
 		return false, &sendFailure{kind: failLater, keep: true, err: err}
 	}
-	facts := core.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Attempt: attempt, DefaultKey: e.defaultKey}
+	facts := core.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Checked: r.ledgerChecked, Attempt: attempt, DefaultKey: e.defaultKey}
 	for try := 0; ; try++ {
 		switch core.Guard(facts) {
 		case core.DropDuplicate:
@@ -130,11 +130,19 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 			}
 			r.s.log.Info("bandonce: already in the room; not sending it again", "room", r.id, "key", e.key)
 			return true, nil
-		case core.ReadRoom:
+		case core.ReadRoom, core.CheckLedger:
 			found, err := r.guard.contains(ctx, r.s.api, r.id, r.s.agentID(), e.key)
 			r.guardRead(ctx, found, err)
 			if err != nil {
-				return false, &sendFailure{kind: failCall, keep: true, call: "GET context", err: err}
+				return false, r.guardFailed(e, err)
+			}
+			if !facts.Checked && facts.Durable && r.guard.walked {
+				// A read covered the whole room: bring the ledger up to it.
+				if err := r.catchUpLedger(ctx); err != nil {
+					r.s.ledgerFailed("bandonce: ledger check against the room failed", err, "room", r.id)
+					return false, &sendFailure{kind: failLater, keep: true, err: err}
+				}
+				facts.Checked = true
 			}
 			if found {
 				facts.Ledger = core.Settled
@@ -195,6 +203,52 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 			return false, &sendFailure{kind: failWait, keep: true, err: err}
 		}
 	}
+}
+
+// guardFailed says what a failed guard read means for the send: a read
+// no retry can complete gives the message up (never sent unguarded, never
+// a room wedged behind it); any other failure is retried later.
+func (r *room) guardFailed(e effect, err error) *sendFailure {
+	if !errors.Is(err, errUnreadableRoom) {
+		return &sendFailure{kind: failCall, keep: true, call: "GET context", err: err}
+	}
+	where := r.s.cfg.baseURL.String()
+	if pe := (*wire.PagingError)(nil); errors.As(err, &pe) {
+		where = pe.URL
+	}
+	r.s.log.Warn("bandonce: cannot read the room to guard a send; giving the message up", "room", r.id, "key", e.key,
+		"url", where, "err", err)
+	return &sendFailure{kind: failRefused, call: "GET context", err: Permanent(err)}
+}
+
+// catchUpLedger brings a durable ledger up to the room, once per room and
+// life: every key of the agent's that the guard found in the room and the
+// ledger has no record of is recorded as posted. A ledger restored from an
+// older copy has lost such records, and a pruned one dropped them; either
+// would otherwise take "no record" for "never tried". The guard's index
+// has just read the whole room.
+func (r *room) catchUpLedger(ctx context.Context) error {
+	ledger := r.s.cfg.Ledger
+	missing := 0
+	for key := range r.guard.keys {
+		state, err := ledger.Key(ctx, r.id, key)
+		if err != nil {
+			return err
+		}
+		if state != KeyUnknown {
+			continue
+		}
+		if err := ledger.SetKey(ctx, r.id, key, KeyAccepted); err != nil {
+			return err
+		}
+		missing++
+	}
+	if missing > 0 {
+		r.s.log.Info("bandonce: the ledger had no record of posts the room holds (an older copy, or pruned); recorded them",
+			"room", r.id, "keys", missing)
+	}
+	r.ledgerChecked = true
+	return nil
 }
 
 // post1 makes the one POST of an effect, its key attached.

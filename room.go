@@ -3,6 +3,7 @@ package bandonce
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -31,6 +32,10 @@ type room struct {
 	// consumeOnServe holds messages interrupted before their claim
 	// succeeded: the next delivery consumes them without a handler.
 	consumeOnServe map[string]bool
+
+	// ledgerChecked: a durable ledger was brought up to the room in this
+	// life (catchUpLedger), so its "no record" now means "never tried".
+	ledgerChecked bool
 
 	errStreak     int      // consecutive rounds that ended in an error, for backoff
 	lastStale     string   // a message /next served though Band says it is done
@@ -112,6 +117,12 @@ func (r *room) round(fetch, hard context.Context) step {
 		return stepStopped
 	}
 	m, err := r.s.api.Next(fetch, r.id)
+	var unreadable error
+	if big := (*wire.TooLargeError)(nil); errors.As(err, &big) && big.Message != nil {
+		// Too large to read, but its ids are known: it is consumed with a
+		// reason, never served again and again at the head of the room.
+		m, unreadable, err = big.Message, fmt.Errorf("message too large to read (over Config.MaxResponseBytes): %w", big), nil
+	}
 	if err != nil {
 		if probe {
 			// Without an answer the probe is still owed: dropping it would
@@ -140,7 +151,7 @@ func (r *room) round(fetch, hard context.Context) step {
 		return stepStopped // stopped while /next was in flight: leave the message
 	}
 	defer r.ctl.end(cy)
-	return r.settle(fetch, hard, cy, m)
+	return r.settle(fetch, hard, cy, m, unreadable)
 }
 
 // failed classifies a failed request: the room is gone, the key is

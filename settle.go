@@ -2,6 +2,7 @@ package bandonce
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,8 +16,9 @@ import (
 
 // settle carries one served message to its fate: claim, handler, guarded
 // post, mark. The fate is decided after the handler returns, from its
-// result and the cause of any cancellation.
-func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) step {
+// result and the cause of any cancellation. A message /next served but
+// that could not be read (unreadable says why) is dead-lettered instead.
+func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, unreadable error) step {
 	ledger := r.s.cfg.Ledger
 	pending, err := ledger.AckPending(hard, r.id, m.ID)
 	if err != nil {
@@ -42,6 +44,14 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 		// The budget was spent but the dead-letter mark did not land.
 		return r.deadLetter(hard, m, f.last)
 	}
+	if unreadable != nil {
+		if cause := r.ctl.commit(cy); cause != nil {
+			return r.aborted(hard, m, attempt, cause)
+		}
+		err := Permanent(unreadable)
+		r.charge(m.ID, err)
+		return r.deadLetter(hard, m, err)
+	}
 
 	reply, ok := r.unsent[m.ID]
 	var handlerErr error
@@ -65,7 +75,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message) s
 		}
 	}
 	if handlerErr == nil && reply != nil {
-		handlerErr = validateReply(reply)
+		handlerErr = validateReply(reply, r.s.cfg.MaxResponseBytes)
 	}
 	var perm *PermanentError
 	fate := core.Decide(core.Result{
@@ -150,10 +160,15 @@ func (r *room) callHandler(ctx context.Context, wm *wire.Message, t *turn) (repl
 }
 
 // validateReply rejects a reply Band would refuse or the guard could not
-// read back; retrying the handler would not change it.
-func validateReply(rep *Reply) error {
+// read back; retrying the handler would not change it. A reply whose
+// /context item would be over maxBody could never be read back: posted,
+// it would leave every later guard of the room unable to tell.
+func validateReply(rep *Reply, maxBody int) error {
 	if blank(rep.Content) {
 		return Permanent(errors.New("reply content is blank"))
+	}
+	if n := readBackSize(rep.Content); n > maxBody {
+		return Permanent(fmt.Errorf("reply of %d bytes (%d as Band serves it back) exceeds Config.MaxResponseBytes (%d): the guard could not read it back", len(rep.Content), n, maxBody))
 	}
 	if rep.DedupKey != "" {
 		if err := core.ValidateKey(rep.DedupKey); err != nil {
@@ -161,6 +176,19 @@ func validateReply(rep *Reply) error {
 		}
 	}
 	return nil
+}
+
+// readBackSize bounds from above the bytes of a /context answer that holds
+// only a message with this content: the content JSON-encoded (an escape
+// can take six bytes for one), the marker line, and the item's other
+// fields and the envelope.
+func readBackSize(content string) int {
+	const overhead = 4 << 10
+	if len(content) < 1<<10 {
+		return len(content)*6 + overhead
+	}
+	encoded, _ := json.Marshal(content)
+	return len(encoded) + overhead
 }
 
 // blank reports whether s shows nothing to a reader: only white space and

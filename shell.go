@@ -83,16 +83,18 @@ func New(cfg Config) (*Shell, error) {
 		// The shell's own REST client: the room tools share its request budget.
 		APIKey: s.apiKey.Value(), BaseURL: s.baseURL.String(), HTTPClient: s.HTTPClient, RequestTimeout: s.RequestTimeout,
 		Retry:  toolsRetry,
-		Logger: s.Logger, InsecurePlaintext: s.InsecurePlaintext,
+		Logger: s.Logger, InsecurePlaintext: s.InsecurePlaintext, MaxResponseBytes: s.MaxResponseBytes,
 	})
 	if err != nil {
 		return nil, err // withDefaults checked every field it reads
 	}
+	api := wire.NewClient(s.baseURL.String(), s.apiKey.Value(), doer)
+	api.SetMaxBodyBytes(s.MaxResponseBytes)
 	return &Shell{
 		client:     client,
 		cfg:        s,
 		jitterSeed: seed,
-		api:        wire.NewClient(s.baseURL.String(), s.apiKey.Value(), doer),
+		api:        api,
 		jitter:     core.NewJitter(seed + 1),
 		log:        s.Logger,
 		relist:     make(chan struct{}, 1),

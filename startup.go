@@ -68,7 +68,9 @@ func (s *Shell) startClient() *wire.Client {
 		Logger:      s.log,
 		Observe:     requestObserver(s.cfg.Hooks.Request),
 	})
-	return wire.NewClient(s.cfg.baseURL.String(), s.cfg.apiKey.Value(), doer)
+	c := wire.NewClient(s.cfg.baseURL.String(), s.cfg.apiKey.Value(), doer)
+	c.SetMaxBodyBytes(s.cfg.MaxResponseBytes)
+	return c
 }
 
 // startCall makes one start-up call through outages: after a connection

@@ -148,7 +148,7 @@ func (m *Message) Send(ctx context.Context, rep Reply) error {
 	if m.turn == nil {
 		return ErrNotInTurn
 	}
-	if err := validateReply(&rep); err != nil {
+	if err := validateReply(&rep, m.turn.r.s.cfg.MaxResponseBytes); err != nil {
 		return fmt.Errorf("bandonce: send: %w", err)
 	}
 	rep.Mentions = append([]string(nil), rep.Mentions...)

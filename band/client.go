@@ -44,6 +44,23 @@ const DefaultBaseURL = "https://app.band.ai/api/v1"
 // package bandtype.
 type APIError = bandtype.APIError
 
+// PagingError reports a walk through pages (a room's context, the peers)
+// that was stopped: the server repeated a page already read, or announced
+// more than 10,000 pages. Its fields are Endpoint, URL (the base URL and
+// templated path, without ids, query or key), Pages read, and Err, one of
+// ErrCursorRepeated and ErrTooManyPages.
+type PagingError = wire.PagingError
+
+// Why a walk through pages stopped; a *PagingError matches one of them.
+var (
+	ErrCursorRepeated = wire.ErrCursorRepeated
+	ErrTooManyPages   = wire.ErrTooManyPages
+)
+
+// ErrTooLarge is matched by the error of an answer whose body is over
+// Config.MaxResponseBytes; its message names the size and the cap.
+var ErrTooLarge = wire.ErrTooLarge
+
 // Config configures a Client. Only APIKey is required.
 type Config struct {
 	// APIKey is the agent's Band API key, sent as X-API-Key. Required.
@@ -62,6 +79,13 @@ type Config struct {
 	// Logger receives one Debug record per retry, with the key scrubbed
 	// from it. Nil discards them.
 	Logger *slog.Logger
+	// MaxResponseBytes caps the body of every answer the Client reads;
+	// a body past it is measured but never kept. Zero means 4 MiB. Context
+	// asks a page over the cap again with fewer items, down to one, and
+	// returns an item too large on its own without its content (see
+	// ContextItem.Omitted); any other answer over it is an error that
+	// names its size.
+	MaxResponseBytes int
 	// InsecurePlaintext accepts a plain http BaseURL to a host that is
 	// not loopback, where the key would cross the network in clear. False
 	// refuses it, as bandonce.Config does (docs/security.md).
@@ -112,6 +136,7 @@ type RetryPolicy struct {
 // concurrent use.
 type Client struct {
 	api *wire.Client
+	log *slog.Logger
 }
 
 // New validates cfg and returns a Client. It makes no request.
@@ -132,6 +157,8 @@ func New(cfg Config) (*Client, error) {
 	switch {
 	case cfg.RequestTimeout < 0:
 		return nil, errors.New("band: Config.RequestTimeout must not be negative")
+	case cfg.MaxResponseBytes < 0:
+		return nil, errors.New("band: Config.MaxResponseBytes must not be negative")
 	case p.MaxAttempts < 0, p.BaseDelay < 0, p.MaxDelay < 0, p.MaxRetryAfter < 0:
 		return nil, errors.New("band: Config.Retry: values must not be negative")
 	}
@@ -152,11 +179,14 @@ func New(cfg Config) (*Client, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	rest, _ := wire.RequestClients(cfg.HTTPClient, cmp.Or(cfg.RequestTimeout, 30*time.Second), wire.NewLimiter(32, p.MaxRetryAfter))
+	logger = keyguard.Logger(logger, keyguard.New(cfg.APIKey))
 	doer := wire.NewRetryDoer(rest, wire.RetryOptions{
 		MaxAttempts: p.MaxAttempts, BaseDelay: p.BaseDelay, MaxDelay: p.MaxDelay,
-		MaxRetryAfter: p.MaxRetryAfter, Seed: p.Seed, Logger: keyguard.Logger(logger, keyguard.New(cfg.APIKey)),
+		MaxRetryAfter: p.MaxRetryAfter, Seed: p.Seed, Logger: logger,
 	})
-	return &Client{api: wire.NewClient(base.String(), cfg.APIKey, doer)}, nil
+	api := wire.NewClient(base.String(), cfg.APIKey, doer)
+	api.SetMaxBodyBytes(cfg.MaxResponseBytes)
+	return &Client{api: api, log: logger}, nil
 }
 
 // Agent is the agent an API key belongs to.
@@ -214,6 +244,10 @@ type ContextItem struct {
 	// Metadata is the message's metadata: an event's own metadata, a text
 	// message's mentions.
 	Metadata map[string]any
+	// Omitted is non-zero for an item too large to read under
+	// Config.MaxResponseBytes: the size in bytes of the answer that held
+	// it. Its ids and types are set; Content and Metadata are empty.
+	Omitted int64
 }
 
 // Roles a participant may have.
@@ -316,6 +350,7 @@ func (c *Client) find(ctx context.Context, roomID, participantID string) (Partic
 func (c *Client) Peers(ctx context.Context, notInRoom string) ([]Peer, error) {
 	ps, err := c.api.Peers(ctx, notInRoom)
 	if err != nil {
+		c.warnPaging(err)
 		return nil, err
 	}
 	out := make([]Peer, len(ps))
@@ -338,26 +373,41 @@ func (c *Client) CreateRoom(ctx context.Context, title string) (Room, error) {
 }
 
 // Context reads a room's whole context, oldest first: the agent's own
-// messages and events and the text messages that mention it.
+// messages and events and the text messages that mention it. A page
+// over Config.MaxResponseBytes is asked again with fewer items; an item
+// too large on its own comes back without its content (Omitted set). A
+// server that repeats a cursor, or announces more than 10,000 pages,
+// ends the read with a *PagingError (ErrCursorRepeated or
+// ErrTooManyPages), after one warning on Config.Logger naming the URL.
 func (c *Client) Context(ctx context.Context, roomID string) ([]ContextItem, error) {
 	var items []ContextItem
-	cursor := ""
-	for {
-		page, err := c.api.Context(ctx, roomID, cursor, 100)
-		if err != nil {
-			return nil, err
-		}
+	err := c.api.WalkContext(ctx, roomID, &wire.ContextWalk{}, func(page *wire.ContextPage) error {
 		for _, m := range page.Items {
-			items = append(items, ContextItem{
+			item := ContextItem{
 				ID: m.ID, Content: m.Content, MessageType: m.MessageType,
 				SenderID: m.SenderID, SenderType: m.SenderType, SenderName: m.SenderName,
 				InsertedAt: m.InsertedAt, Metadata: m.Metadata,
-			})
+			}
+			if page.Oversize != nil {
+				item.Omitted = page.Oversize.Size
+			}
+			items = append(items, item)
 		}
-		if !page.HasMore || page.NextCursor == "" {
-			return items, nil
-		}
-		cursor = page.NextCursor
+		return nil
+	})
+	if err != nil {
+		c.warnPaging(err)
+		return nil, err
+	}
+	return items, nil
+}
+
+// warnPaging logs the one warning of a walk through pages that was
+// stopped.
+func (c *Client) warnPaging(err error) {
+	var pe *PagingError
+	if errors.As(err, &pe) {
+		c.log.Warn("band: stopped paging", "call", pe.Endpoint, "url", pe.URL, "pages", pe.Pages, "err", pe.Err)
 	}
 }
 

@@ -27,7 +27,7 @@ import (
 var ErrBadFault = errors.New("fakeband: invalid fault")
 
 var (
-	faultKinds       = []FaultKind{FailBefore, LoseResponse, Delay, StaleNext}
+	faultKinds       = []FaultKind{FailBefore, LoseResponse, Delay, StaleNext, LoopCursor}
 	socketFaultKinds = []SocketFaultKind{DropConnection, DuplicatePush, DelayPush, LosePush}
 	// endpoints lists every Endpoint a fault may name, in a stable order.
 	endpoints = []Endpoint{
@@ -94,8 +94,8 @@ func (k FaultKind) MarshalText() ([]byte, error) {
 	return []byte(k.String()), nil
 }
 
-// UnmarshalText reads a kind by name: fail_before, lose_response, delay
-// or stale_next.
+// UnmarshalText reads a kind by name: fail_before, lose_response, delay,
+// stale_next or loop_cursor.
 func (k *FaultKind) UnmarshalText(text []byte) error {
 	for _, c := range faultKinds {
 		if c.String() == string(text) {
@@ -299,6 +299,8 @@ func validateFault(f Fault) error {
 		return fmt.Errorf("%w: kind delay needs a positive delay", ErrBadFault)
 	case f.Kind == StaleNext && f.Endpoint != EndpointNext:
 		return fmt.Errorf("%w: kind stale_next only applies to endpoint next", ErrBadFault)
+	case f.Kind == LoopCursor && f.Endpoint != EndpointContext:
+		return fmt.Errorf("%w: kind loop_cursor only applies to endpoint context", ErrBadFault)
 	}
 	return nil
 }

@@ -69,6 +69,7 @@ func TestFaultJSONRefusesWhatCannotWork(t *testing.T) {
 		"delay not a duration":          `{"kind": "delay", "nth": 1, "delay": "soon"}`,
 		"negative delay":                `{"kind": "delay", "nth": 1, "delay": "-1s"}`,
 		"stale_next off next":           `{"endpoint": "post", "kind": "stale_next", "nth": 1}`,
+		"loop_cursor off context":       `{"endpoint": "next", "kind": "loop_cursor", "nth": 1}`,
 		"not an object":                 `[1]`,
 		"kind of the wrong type":        `{"kind": 1, "nth": 1}`,
 		"stale_next on any endpoint":    `{"kind": "stale_next", "nth": 1}`,
@@ -99,7 +100,7 @@ func TestFaultJSONRefusesWhatCannotWork(t *testing.T) {
 }
 
 func TestFaultKindsHaveTextForms(t *testing.T) {
-	for _, k := range []fakeband.FaultKind{fakeband.FailBefore, fakeband.LoseResponse, fakeband.Delay, fakeband.StaleNext} {
+	for _, k := range []fakeband.FaultKind{fakeband.FailBefore, fakeband.LoseResponse, fakeband.Delay, fakeband.StaleNext, fakeband.LoopCursor} {
 		text, err := k.MarshalText()
 		require.NoError(t, err)
 		var back fakeband.FaultKind

@@ -60,6 +60,11 @@ const (
 	// When there is no such message (or the room is stopped) /next answers
 	// as usual and FaultsFired does not count it.
 	StaleNext
+	// LoopCursor answers a /context page with has_more and a next_cursor
+	// that points back at the page itself (the request's own cursor, or
+	// the room's start for a first page), as a server bug or a proxy
+	// cache would. Only endpoint context.
+	LoopCursor
 )
 
 func (k FaultKind) String() string {
@@ -72,6 +77,8 @@ func (k FaultKind) String() string {
 		return "delay"
 	case StaleNext:
 		return "stale_next"
+	case LoopCursor:
+		return "loop_cursor"
 	}
 	return fmt.Sprintf("FaultKind(%d)", int(k))
 }

@@ -237,3 +237,16 @@ func TestFaultKindNames(t *testing.T) {
 	assert.Equal(t, "stale_next", fakeband.StaleNext.String())
 	assert.Equal(t, "FaultKind(9)", fakeband.FaultKind(9).String())
 }
+
+func TestLoopCursorPointsAContextPageBackAtItself(t *testing.T) {
+	f := newFixture(t)
+	f.say(t, "one")
+	f.b.Inject(fakeband.Fault{Endpoint: fakeband.EndpointContext, Probability: 1, Kind: fakeband.LoopCursor})
+	first := f.do(t, http.MethodGet, f.chat("/context"), f.bot.Key, nil).body(t)["metadata"].(map[string]any)
+	assert.Equal(t, true, first["has_more"])
+	cursor := first["next_cursor"].(string)
+	again := f.do(t, http.MethodGet, f.chat("/context?cursor="+cursor), f.bot.Key, nil).body(t)["metadata"].(map[string]any)
+	assert.Equal(t, cursor, again["next_cursor"], "the page points at itself")
+	assert.Equal(t, map[string]int{"context/loop_cursor": 2}, f.b.FaultsFired())
+	assert.Equal(t, "loop_cursor", fakeband.LoopCursor.String())
+}

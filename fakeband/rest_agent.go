@@ -148,9 +148,17 @@ func (b *Band) postOverHTTP(c *call) reply {
 func (b *Band) serveContext(c *call) reply {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	items, meta, deprecated, err := b.contextLocked(c.who, c.r.PathValue("chat_id"), c.r.URL.Query())
+	q := c.r.URL.Query()
+	items, meta, deprecated, err := b.contextLocked(c.who, c.r.PathValue("chat_id"), q)
 	if err != nil {
 		return errReply(err)
+	}
+	if c.fault != nil && c.fault.Kind == LoopCursor {
+		self := q.Get("cursor")
+		if self == "" {
+			self = encodeCursor(0)
+		}
+		meta.HasMore, meta.NextCursor = true, &self
 	}
 	// Band still sends the deprecated "meta" copy beside "metadata", and
 	// older SDK clients read it.

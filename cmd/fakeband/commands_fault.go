@@ -22,7 +22,7 @@ var (
 // The server checks the values; this only shapes the JSON.
 func faultFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
 	plan := fs.String("plan", "", `a whole plan as JSON: {"request": [...], "socket": [...]}; excludes the other flags`)
-	kind := fs.String("kind", "", "request kinds: fail_before, lose_response, delay, stale_next; socket kinds: drop_connection, duplicate_push, delay_push, lose_push")
+	kind := fs.String("kind", "", "request kinds: fail_before, lose_response, delay, stale_next, loop_cursor; socket kinds: drop_connection, duplicate_push, delay_push, lose_push")
 	endpoint := fs.String("endpoint", "", "request faults: me, chats, next, processing, processed, failed, post, context, messages, event, activity, participants, add_participant, remove_participant, create_chat, peers, human_post, control, socket (default: any agent endpoint)")
 	event := fs.String("event", "", "socket faults: the push event, e.g. message_created, agent.control (default: any)")
 	nth := fs.Int("nth", 0, "fire on the Nth matching request or push (1-based)")
@@ -92,5 +92,5 @@ func isSocketKind(kind string) (bool, error) {
 	if kind == "" {
 		return false, errors.New("-kind is required (or give a whole -plan)")
 	}
-	return false, fmt.Errorf("-kind %q is neither a request kind (fail_before, lose_response, delay, stale_next) nor a socket kind (drop_connection, duplicate_push, delay_push, lose_push)", kind)
+	return false, fmt.Errorf("-kind %q is neither a request kind (fail_before, lose_response, delay, stale_next, loop_cursor) nor a socket kind (drop_connection, duplicate_push, delay_push, lose_push)", kind)
 }

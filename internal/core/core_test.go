@@ -54,7 +54,10 @@ func TestGuardSkipsTheReadOnlyWhenNothingCanBeFound(t *testing.T) {
 		{"first attempt, default key", GuardFacts{Attempt: 1, DefaultKey: true}, PostNow},
 		{"redelivery, default key", GuardFacts{Attempt: 2, DefaultKey: true}, ReadRoom},
 		{"first attempt, natural key", GuardFacts{Attempt: 1}, ReadRoom},
-		{"durable ledger, unknown natural key", GuardFacts{Durable: true, Attempt: 4}, PostNow},
+		{"durable ledger, unknown natural key, checked in this life", GuardFacts{Durable: true, Checked: true, Attempt: 4}, PostNow},
+		{"durable ledger, unknown natural key, not yet checked", GuardFacts{Durable: true, Attempt: 1}, CheckLedger},
+		{"durable ledger, redelivery, not yet checked", GuardFacts{Durable: true, Attempt: 2, DefaultKey: true}, CheckLedger},
+		{"durable ledger, first attempt, default key: no check needed", GuardFacts{Durable: true, Attempt: 1, DefaultKey: true}, PostNow},
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, Guard(c.f), c.name)

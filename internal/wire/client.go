@@ -30,9 +30,6 @@ const (
 const (
 	chatsPageSize   = 100
 	maxContextLimit = 100
-	// maxChatPages stops a server that keeps announcing more pages; a
-	// million rooms is far beyond any agent.
-	maxChatPages = 10_000
 )
 
 // MaxFailureReason is the most bytes of a failure reason Failed sends;
@@ -52,9 +49,22 @@ var ErrInvalidID = errors.New("band: invalid id")
 // comes back wrapped, its message scrubbed, still matching errors.Is and
 // errors.As.
 type Client struct {
-	base string
-	key  *keyguard.Secret
-	doer Doer
+	base    string
+	key     *keyguard.Secret
+	doer    Doer
+	maxBody int // 0 means MaxBodyBytes
+}
+
+// SetMaxBodyBytes sets the cap on a response body: an answer past it is
+// not read whole but becomes a *TooLargeError. n <= 0 means MaxBodyBytes.
+// Call it before the Client is used.
+func (c *Client) SetMaxBodyBytes(n int) { c.maxBody = max(n, 0) }
+
+func (c *Client) bodyLimit() int {
+	if c.maxBody > 0 {
+		return c.maxBody
+	}
+	return MaxBodyBytes
 }
 
 // NewClient returns a Client for baseURL (such as
@@ -77,6 +87,10 @@ func (c *Client) scrub(err *error) {
 	var apiErr *APIError
 	if errors.As(*err, &apiErr) {
 		scrubAPIError(apiErr, c.key)
+	}
+	var big *TooLargeError
+	if errors.As(*err, &big) {
+		big.scrub(c.key)
 	}
 	var protoErr *ProtocolError
 	if errors.As(*err, &protoErr) {
@@ -111,23 +125,25 @@ func (c *Client) Chats(ctx context.Context) (_ []Chat, err error) {
 	defer c.scrub(&err)
 	var all []Chat
 	seen := make(map[string]bool)
+	p := c.newPager(EndpointChats, "/agent/chats", "1")
 	for page := 1; ; page++ {
 		chats, totalPages, err := c.chatsPage(ctx, page)
 		if err != nil {
 			return nil, err
 		}
+		fresh := 0
 		for _, ch := range chats {
 			if !seen[ch.ID] {
 				seen[ch.ID] = true
 				all = append(all, ch)
+				fresh++
 			}
 		}
 		if page >= totalPages || len(chats) == 0 {
 			return all, nil
 		}
-		if page >= maxChatPages {
-			return nil, &ProtocolError{Endpoint: EndpointChats, Status: http.StatusOK,
-				Reason: "more than " + strconv.Itoa(maxChatPages) + " pages of chats"}
+		if err := p.advancePage(page, len(chats), fresh); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -288,6 +304,12 @@ func (c *Client) Post(ctx context.Context, chatID, content string, mentions []Me
 // server's default page size; a limit above 100 is sent as 100.
 func (c *Client) Context(ctx context.Context, chatID, cursor string, limit int) (_ *ContextPage, err error) {
 	defer c.scrub(&err)
+	return c.context(ctx, chatID, cursor, limit, true)
+}
+
+// context is Context; measure false gives up on a body over the cap as
+// soon as it is seen to be, without reading on to learn its size.
+func (c *Client) context(ctx context.Context, chatID, cursor string, limit int, measure bool) (*ContextPage, error) {
 	if err := checkIDs(EndpointContext, chatID); err != nil {
 		return nil, err
 	}
@@ -299,7 +321,7 @@ func (c *Client) Context(ctx context.Context, chatID, cursor string, limit int) 
 		q.Set("limit", strconv.Itoa(min(limit, maxContextLimit)))
 	}
 	res, err := c.send(ctx, request{endpoint: EndpointContext, method: http.MethodGet,
-		path: "/agent/chats/" + url.PathEscape(chatID) + "/context", query: q, retry: true})
+		path: "/agent/chats/" + url.PathEscape(chatID) + "/context", query: q, retry: true, skipMeasure: !measure})
 	if err != nil {
 		return nil, err
 	}
@@ -307,6 +329,7 @@ func (c *Client) Context(ctx context.Context, chatID, cursor string, limit int) 
 	if err != nil {
 		return nil, err
 	}
+	page.bytes = len(res.body)
 	// The reply guard reads the whole room through these pages, so a page
 	// that cannot say whether more follow is an error, not a last page.
 	if !res.hasMetadata() {

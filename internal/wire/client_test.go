@@ -247,10 +247,12 @@ func TestChatsGivesUpOnEndlessPages(t *testing.T) {
 	})
 	chats, err := s.client(once).Chats(t.Context())
 	assert.Nil(t, chats)
-	var pe *ProtocolError
+	var pe *PagingError
 	require.ErrorAs(t, err, &pe)
+	require.ErrorIs(t, err, ErrTooManyPages)
 	assert.Equal(t, EndpointChats, pe.Endpoint)
-	assert.Len(t, s.requests(), maxChatPages)
+	assert.Equal(t, testBase+"/agent/chats", pe.URL)
+	assert.Len(t, s.requests(), MaxPages)
 }
 
 func TestContextPage(t *testing.T) {

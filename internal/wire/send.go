@@ -10,9 +10,10 @@ import (
 	"net/url"
 )
 
-// MaxBodyBytes bounds a response body. Band's largest answer is a page of
-// 100 messages; a body past this is a broken or hostile server, and
-// reading it whole would only cost memory.
+// MaxBodyBytes is the default cap on a response body, the one a Client
+// has until SetMaxBodyBytes. Band's largest answer is a page of 100
+// messages; a body past the cap is not read whole (it becomes a
+// *TooLargeError), because reading it would only cost memory.
 const MaxBodyBytes = 4 << 20
 
 // request is one logical call, before it becomes an *http.Request.
@@ -23,6 +24,9 @@ type request struct {
 	query    url.Values
 	body     []byte // nil: no body
 	retry    bool
+	// skipMeasure: a body over the cap is given up on at once, unread
+	// past it (its TooLargeError's Size is a lower bound).
+	skipMeasure bool
 }
 
 // response is a 2xx answer, read in full.
@@ -85,18 +89,21 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 		return nil, callError(ctx, r.endpoint, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	limit := c.bodyLimit()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 	if err != nil {
 		return nil, callError(ctx, r.endpoint, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, newAPIError(r.endpoint, resp, raw)
 	}
-	res := &response{endpoint: r.endpoint, status: resp.StatusCode, body: raw}
-	if len(raw) > MaxBodyBytes {
-		return nil, res.protocolError(fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes))
+	if len(raw) > limit && r.skipMeasure {
+		return nil, &TooLargeError{Endpoint: r.endpoint, Cap: limit, Size: int64(len(raw)), AtLeast: true}
 	}
-	return res, nil
+	if len(raw) > limit {
+		return nil, tooLarge(r.endpoint, resp, raw, limit)
+	}
+	return &response{endpoint: r.endpoint, status: resp.StatusCode, body: raw}, nil
 }
 
 // callError names the endpoint on a failed call and, when ctx is done,

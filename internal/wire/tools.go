@@ -172,6 +172,7 @@ func decodeParticipant(res *response) (*Participant, error) {
 func (c *Client) Peers(ctx context.Context, notInChat string) ([]Peer, error) {
 	var all []Peer
 	seen := make(map[string]bool)
+	p := c.newPager(EndpointPeers, "/agent/peers", "1")
 	for page := 1; ; page++ {
 		q := url.Values{}
 		q.Set("page", strconv.Itoa(page))
@@ -193,21 +194,22 @@ func (c *Client) Peers(ctx context.Context, notInChat string) ([]Peer, error) {
 		if err := res.decodeMetadata(&meta); err != nil {
 			return nil, err
 		}
-		for _, p := range peers {
-			if p.ID == "" {
+		fresh := 0
+		for _, peer := range peers {
+			if peer.ID == "" {
 				return nil, res.protocolError("peer has no id")
 			}
-			if !seen[p.ID] {
-				seen[p.ID] = true
-				all = append(all, p)
+			if !seen[peer.ID] {
+				seen[peer.ID] = true
+				all = append(all, peer)
+				fresh++
 			}
 		}
 		if page >= meta.TotalPages || len(peers) == 0 {
 			return all, nil
 		}
-		if page >= maxChatPages {
-			return nil, &ProtocolError{Endpoint: EndpointPeers, Status: http.StatusOK,
-				Reason: "more than " + strconv.Itoa(maxChatPages) + " pages of peers"}
+		if err := p.advancePage(page, len(peers), fresh); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -72,4 +72,8 @@ type ContextPage struct {
 	Items      []Message
 	NextCursor string
 	HasMore    bool
+	// Oversize is set on a page WalkContext could not read whole: its
+	// Items carry ids and types but no content.
+	Oversize *TooLargeError
+	bytes    int // the size of the answer's body
 }
