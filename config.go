@@ -125,15 +125,22 @@ type Config struct {
 	// 10 s.
 	ShutdownTimeout time.Duration
 
-	// MaxConcurrentRooms caps how many rooms handle a message at once;
-	// a room with nothing to do costs no goroutine. Zero means 16.
+	// MaxConcurrentRooms caps how many rooms run a turn (ask /next,
+	// handle a message, settle it) at once; a room with nothing to do
+	// costs no goroutine, and a turn waiting on a slow handler costs its
+	// goroutine and what the handler holds (docs/performance.md). The
+	// requests of all turns together are bounded by MaxRequestsInFlight
+	// whatever this is. Set it lower when the Handler calls a service with
+	// a concurrency limit of its own, such as a model API allowing so many
+	// calls at once. Zero means DefaultMaxConcurrentRooms.
 	MaxConcurrentRooms int
 
 	// MaxRequestsInFlight caps the shell's REST requests in flight, from
 	// all rooms together. Every request passes one budget: once Band
 	// answers 429 the shell paces its requests at a rate it halves on
-	// every 429 (pausing for a Retry-After) and raises slowly while Band
-	// accepts them. Zero means 32.
+	// every 429 (pausing for a Retry-After), raises slowly while Band
+	// accepts them, and lifts after 30 s without a 429; the log warns
+	// when the pace drops and when it is lifted (Hooks.Throttle). Zero means 32.
 	MaxRequestsInFlight int
 
 	// MaxResponseBytes caps the body of every answer the shell reads from
@@ -156,6 +163,11 @@ type Config struct {
 	// about one names the variable the user set.
 	fromEnv *envOrigin
 }
+
+// DefaultMaxConcurrentRooms is how many rooms run a turn at once when
+// Config.MaxConcurrentRooms is zero: enough for an agent in ten thousand
+// rooms, each waiting seconds on a model, to wait for them all at once.
+const DefaultMaxConcurrentRooms = 10000
 
 // Hooks observe the shell. Each is called synchronously on the goroutine
 // doing the work (a room's, the socket's) and must return quickly without
@@ -200,6 +212,11 @@ type Hooks struct {
 	// Socket is called when the socket has connected and joined its
 	// topics (up), and when a connection ends (down, with why).
 	Socket func(up bool, err error)
+	// Throttle is called when Band's 429s make the shell pace every
+	// request it sends (throttled, with the pace in requests a second),
+	// each time it cuts that pace again, and once the pace has grown back
+	// to no limit (throttled false, rate 0).
+	Throttle func(throttled bool, rate float64)
 	// Room is called when the shell starts serving a room (added) and
 	// when it stops (removed: the agent left it, or Run is ending).
 	Room func(roomID string, added bool)
@@ -348,7 +365,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.ResyncInterval = cmp.Or(c.ResyncInterval, 60*time.Second)
 	s.MarkTimeout = cmp.Or(c.MarkTimeout, 15*time.Second)
 	s.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
-	s.MaxConcurrentRooms = cmp.Or(c.MaxConcurrentRooms, 16)
+	s.MaxConcurrentRooms = cmp.Or(c.MaxConcurrentRooms, DefaultMaxConcurrentRooms)
 	s.MaxRequestsInFlight = cmp.Or(c.MaxRequestsInFlight, 32)
 	s.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, wire.MaxBodyBytes)
 	s.IdleRequestInterval = cmp.Or(c.IdleRequestInterval, 500*time.Millisecond)
@@ -365,6 +382,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.Logger = keyguard.Logger(s.Logger, s.apiKey)
 	s.Hooks = s.Hooks.scrubbed(s.apiKey)
 	s.limiter = wire.NewLimiter(s.MaxRequestsInFlight, s.Retry.MaxRetryAfter)
+	s.limiter.OnPace(newPaceWatch(s.Logger, s.limiter, s.Hooks.Throttle).changed)
 	s.HTTPClient, s.socketClient = wire.RequestClients(c.HTTPClient, s.RequestTimeout, s.limiter)
 	if c.SocketURL != "" {
 		u, err := url.Parse(c.SocketURL)

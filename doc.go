@@ -128,7 +128,8 @@
 //   - GuardRead: the dedup guard read the room; Request: one HTTP attempt
 //     to Band, with its endpoint, status and attempt number.
 //   - Control: a control signal was applied; Socket: the socket came up or
-//     went down; Room: a room is served, or no longer.
+//     went down; Room: a room is served, or no longer; Throttle: Band's
+//     429s made the shell pace every request, or the pace was lifted.
 //
 // Package bandonce/otel (bandonceotel) turns them into OpenTelemetry
 // metrics and spans with one call; docs/observability.md lists both.

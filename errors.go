@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce/bandtype"
+	"github.com/band-once/bandonce/internal/keyguard"
 )
 
 // Causes a handler's context is cancelled with; read them with
@@ -32,6 +33,21 @@ var ErrUnauthorized = errors.New("bandonce: API key rejected")
 // ErrAgentMismatch is returned by Run and Drain at start when the API key
 // belongs to another agent than Config.AgentID names. Nothing is fetched.
 var ErrAgentMismatch = errors.New("bandonce: the API key belongs to another agent")
+
+// ErrCrossOriginRedirect is wrapped by the error Run and Drain end with
+// when Band's REST root or socket URL answers with a redirect to another
+// scheme, host or port: the API key would travel with the request, so the
+// redirect is never followed, and no retry can change the configuration.
+// Set Config.BaseURL and Config.SocketURL to where Band answers.
+var ErrCrossOriginRedirect = keyguard.ErrCrossOriginRedirect
+
+// ErrKeyInOutput is wrapped, with Permanent, by the error of a reply, a
+// Message.Send or a Message.Event whose text, mentions, dedup key or
+// metadata contain the agent's API key (raw, trimmed, URL-escaped or
+// quoted): it is never sent, and a final reply that holds it is
+// dead-lettered. The error, and the failure reason Band stores, do not
+// quote the key.
+var ErrKeyInOutput = errors.New("bandonce: the output contains the agent's API key; it is never sent to the room")
 
 // StartError is returned by Run and Drain when Band could not be reached at
 // start within Config.StartTimeout: every try of a start-up call failed

@@ -12,8 +12,8 @@ import (
 )
 
 // room serves one chat: one message at a time, in /next order, one round
-// at a time on a worker of the scheduler. Everything but ctl and sched
-// belongs to whichever worker runs its round.
+// at a time, run by the scheduler. Everything but ctl and sched belongs to
+// whichever goroutine runs its round.
 type room struct {
 	s     *Shell
 	id    string
@@ -22,6 +22,8 @@ type room struct {
 	fetch context.Context         // ends when Run stops fetching or the agent leaves the room
 	leave context.CancelCauseFunc // ends fetch when the agent leaves the room
 	sched roomSched               // the scheduler's, owned by its dispatcher
+	q     *scheduler              // the scheduler that runs it
+	slot  bool                    // its round holds one of q's slots (talking to Band, not in its handler)
 
 	// failures counts handler failures per message, the budget against
 	// MaxAttempts. Control aborts and crashes are never charged.
@@ -56,7 +58,7 @@ const (
 
 func newRoom(s *Shell, q *scheduler, id string) *room {
 	r := &room{
-		s: s, id: id,
+		s: s, id: id, q: q,
 		failures:       make(map[string]*failure),
 		unsent:         make(map[string]*Reply),
 		consumeOnServe: make(map[string]bool),

@@ -67,7 +67,9 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 			return r.aborted(hard, m, attempt, cause)
 		}
 		t := r.newTurn(hard, cy, m.ID, attempt)
+		r.handlerStarts()
 		reply, handlerErr = r.runHandler(hctx, m, t)
+		r.handlerEnds()
 		t.close()
 		if hctx.Err() != nil {
 			cause = context.Cause(hctx)

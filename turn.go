@@ -205,6 +205,9 @@ func (t *turn) emit(ctx context.Context, next func(*turn) effect) error {
 	if fatal := asFatal(f.err); fatal != nil {
 		t.r.s.failRun(fatal)
 	}
+	if errors.Is(f.err, ErrKeyInOutput) {
+		return fmt.Errorf("bandonce: %s: %w", f.call, f.err) // the dedup key may be what holds it
+	}
 	return fmt.Errorf("bandonce: %s (key %q): %w", f.call, e.key, f.err)
 }
 

@@ -22,6 +22,8 @@
 //	bandonce.request.duration    histogram  seconds per attempt, by bandonce.endpoint
 //	bandonce.request.retries     counter    attempts after a call's first, by bandonce.endpoint
 //	bandonce.request.throttled   counter    429 answers, by bandonce.endpoint
+//	bandonce.request.paced       gauge      1 while Band's 429s pace every request of the agent, else 0
+//	bandonce.request.pace        gauge      that pace, in requests a second (0 once lifted)
 //	bandonce.control.signals     counter    control signals applied, by bandonce.control.mode
 //	bandonce.socket.connected    gauge      1 while the socket is up, else 0
 //	bandonce.socket.disconnects  counter    connections that ended
@@ -108,6 +110,8 @@ type instruments struct {
 	throttled        metric.Int64Counter
 	signals          metric.Int64Counter
 	socketConnected  metric.Int64Gauge
+	paced            metric.Int64Gauge
+	pace             metric.Float64Gauge
 	socketDisconnect metric.Int64Counter
 	rooms            metric.Int64UpDownCounter
 }
@@ -143,6 +147,14 @@ func newInstruments(m metric.Meter, tracer trace.Tracer) (*instruments, error) {
 	counter(&in.signals, "bandonce.control.signals", "{signal}", "Control signals applied, per room.")
 	g, err := m.Int64Gauge("bandonce.socket.connected", metric.WithUnit("1"), metric.WithDescription("1 while the socket is connected, else 0."))
 	in.socketConnected = g
+	errs = append(errs, err)
+	paced, err := m.Int64Gauge("bandonce.request.paced", metric.WithUnit("1"),
+		metric.WithDescription("1 while Band's 429s make the shell pace every request it sends, else 0."))
+	in.paced = paced
+	errs = append(errs, err)
+	pace, err := m.Float64Gauge("bandonce.request.pace", metric.WithUnit("{request}/s"),
+		metric.WithDescription("The pace of the shell's requests while Band throttles the agent; 0 once lifted."))
+	in.pace = pace
 	errs = append(errs, err)
 	counter(&in.socketDisconnect, "bandonce.socket.disconnects", "{disconnect}", "Socket connections that ended.")
 	upDown(&in.rooms, "bandonce.rooms", "{room}", "Rooms being served.")
@@ -255,6 +267,18 @@ func (in *instruments) hooks(next bandonce.Hooks) bandonce.Hooks {
 		}
 		if next.Socket != nil {
 			next.Socket(up, err)
+		}
+	}
+	h.Throttle = func(throttled bool, rate float64) {
+		ctx := context.Background()
+		on := int64(0)
+		if throttled {
+			on = 1
+		}
+		in.paced.Record(ctx, on)
+		in.pace.Record(ctx, rate)
+		if next.Throttle != nil {
+			next.Throttle(throttled, rate)
 		}
 	}
 	h.Room = func(id string, added bool) {

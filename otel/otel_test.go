@@ -310,3 +310,54 @@ func TestAFailedDeliveryIsAnErrorSpan(t *testing.T) {
 	}
 	assert.Equal(t, 2, errored)
 }
+
+// gauge is the last value of a float64 gauge, and whether it was recorded.
+func (tm *telemetry) gauge(t *testing.T, name string) (float64, bool) {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, tm.reader.Collect(context.Background(), &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[float64]); ok && m.Name == name && len(g.DataPoints) > 0 {
+				return g.DataPoints[len(g.DataPoints)-1].Value, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// A 429 makes the shell pace every request: the gauges say so, with the
+// pace, until Band has gone half a minute without one.
+func TestThePaceOfAThrottledAgentIsAGauge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		tm := newTelemetry()
+		cfg := w.config(func(_ context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			return &bandonce.Reply{Content: "echo: " + m.Body(), Mentions: []string{m.SenderID}}, nil
+		})
+		require.NoError(t, bandonceotel.Instrument(&cfg, tm.opts...))
+		shell, err := bandonce.New(cfg)
+		require.NoError(t, err)
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointNext, Nth: 1, Kind: fakeband.FailBefore, Status: 429, EmptyBody: true})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- shell.Run(ctx) }()
+		w.say(t, "one")
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, int64(1), tm.must(t, "bandonce.request.paced"))
+		pace, ok := tm.gauge(t, "bandonce.request.pace")
+		assert.True(t, ok)
+		assert.Positive(t, pace)
+
+		time.Sleep(time.Minute)
+		w.say(t, "two") // accepted, half a minute after the 429
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, int64(0), tm.must(t, "bandonce.request.paced"), "lifted")
+		pace, _ = tm.gauge(t, "bandonce.request.pace")
+		assert.Zero(t, pace)
+		cancel()
+		require.NoError(t, <-done)
+	})
+}

@@ -7,7 +7,9 @@
 //
 // grades any agent that runs as a process: it serves a fake Band on
 // loopback, starts the command with the environment Band's SDKs read
-// (BAND_API_KEY, BAND_AGENT_ID, BAND_BASE_URL, BAND_REST_URL, BAND_WS_URL),
+// (BAND_API_KEY, BAND_AGENT_ID, BAND_BASE_URL, BAND_REST_URL, BAND_WS_URL,
+// and the THENVOI_* equivalents; none of its own BAND_*, THENVOI_* or
+// URL-off-loopback variables),
 // and drives seeded schedules against it: SIGKILL of its whole process
 // group at a chosen request and a restart, lost answers, 429 and 5xx
 // bursts, socket drops, interrupt, stop and play, supersede, and SIGTERM
@@ -20,6 +22,8 @@
 // guarantees: one run of the command per message (the body on stdin, the
 // message in BAND_MESSAGE_ID, BAND_ROOM_ID, BAND_SENDER_ID, BAND_ATTEMPT and
 // BAND_DEDUP_KEY, the reply on stdout), or one POST per message to a URL.
+// The command gets a minimal environment (-env adds names) and the agent's
+// key only with -pass-key; a reply that holds the key is never posted.
 // An interrupt, a stop, a -timeout or shutdown ends the command's whole
 // process group (SIGTERM, SIGKILL after -grace), or aborts the POST and
 // sends the remote a cancel call. Exit status: 0 after SIGINT or SIGTERM
@@ -63,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "verify":
 		return verifyMain(ctx, args[1:], stdout, stderr)
 	case "run":
-		return runMain(ctx, args[1:], os.Getenv, stderr)
+		return runMain(ctx, args[1:], os.Environ(), stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -26,6 +26,8 @@ type runOptions struct {
 	attempts  int
 	once      bool
 	verbose   bool
+	env       []string
+	passKey   bool
 }
 
 func parseRun(args []string, stderr io.Writer) (runOptions, error) {
@@ -52,6 +54,15 @@ flags:
 	fs.IntVar(&o.attempts, "max-attempts", 3, "failures before a message is dead-lettered")
 	fs.BoolVar(&o.once, "once", false, "answer what is waiting in every room, then exit (for cron and batch jobs)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
+	fs.Func("env", "pass the command these `NAMES` of bandonce run's environment too (comma-separated, repeatable; NAME* is a prefix); it gets only "+strings.Join(bridge.DefaultEnv, ",")+" otherwise", func(v string) error {
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				o.env = append(o.env, n)
+			}
+		}
+		return nil
+	})
+	fs.BoolVar(&o.passKey, "pass-key", false, "give the command the agent's key (BAND_API_KEY) and Band's URLs; RISK: whatever can read it can print it, and a model can be talked into printing it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -63,6 +74,8 @@ flags:
 		return o, errors.New("-forward and a command are exclusive: choose one")
 	case o.cancelURL != "" && o.forward == "":
 		return o, errors.New("-cancel-url needs -forward")
+	case o.forward != "" && (o.passKey || len(o.env) > 0):
+		return o, errors.New("-env and -pass-key are for a command; -forward sends no environment")
 	case o.grace <= 0:
 		return o, errors.New("-grace must be positive")
 	case o.timeout < 0 || o.attempts < 1:
@@ -84,12 +97,25 @@ func baseURL(getenv func(string) string) string {
 	return bandonce.DefaultBaseURL
 }
 
+// lookup is os.Getenv over environ.
+func lookup(environ []string) func(string) string {
+	return func(name string) string {
+		for i := len(environ) - 1; i >= 0; i-- {
+			if n, v, _ := strings.Cut(environ[i], "="); n == name {
+				return v
+			}
+		}
+		return ""
+	}
+}
+
 // handler is a bridge's Handler and what it must finish before exit.
 type handler interface {
 	Handle(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error)
 }
 
-func runMain(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+func runMain(ctx context.Context, args []string, environ []string, stderr io.Writer) int {
+	getenv := lookup(environ)
 	o, err := parseRun(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -105,8 +131,9 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	// The command's stderr is logged too: scrub the key from it, as the
 	// Shell scrubs its own records.
-	logger := keyguard.Logger(cmdlog.New(stderr, o.verbose), keyguard.New(key))
-	opts := bridge.Options{KeyTemplate: o.key, Grace: o.grace, Logger: logger}
+	secret := keyguard.New(key)
+	logger := keyguard.Logger(cmdlog.New(stderr, o.verbose), secret)
+	opts := bridge.Options{KeyTemplate: o.key, Grace: o.grace, Logger: logger, Key: secret, PassKey: o.passKey, Env: o.env, Environ: environ}
 	var h handler
 	wait := func() {}
 	if o.forward != "" {

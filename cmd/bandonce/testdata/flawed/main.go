@@ -63,7 +63,7 @@ func call(ctx context.Context, method, path string, body, out any) (int, error) 
 		return resp.StatusCode, fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
 	if out != nil && resp.StatusCode == http.StatusOK {
-		return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
+		return resp.StatusCode, json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(out)
 	}
 	return resp.StatusCode, nil
 }
