@@ -91,10 +91,39 @@ type Config struct {
 	// RequestTimeout bounds each HTTP request. Zero means 30 s.
 	RequestTimeout time.Duration
 
+	// SettleWindow is how long after a POST was written Band may still
+	// apply it: the one bound the dedup guard assumes of Band. A send
+	// whose outcome is unknown (its answer lost, a timeout, a 5xx, its
+	// process killed) may land after the guard read the room and found
+	// nothing, because a server keeps working on a request its client
+	// gave up on. So the guard reads the room for such a send only once
+	// SettleWindow has passed since it was written, and a new life (after
+	// a crash, a restart, a supersede) treats every send of an earlier
+	// life as unknown until SettleWindow has passed since it began. The
+	// room waits meanwhile without holding a worker; other rooms, and a
+	// first delivery, wait for nothing.
+	//
+	// Zero means DefaultSettleWindow times RequestTimeout (60 s with the
+	// default RequestTimeout): a server that answers within the client's
+	// timeout has applied the request by then, and one that keeps working
+	// on a request after its client gave up is cut off by its own
+	// deadline, which proxies and load balancers commonly set at or below
+	// twice a client's. Raise it if Band, or a proxy before it, can hold a
+	// request longer; a duplicate reply is the cost of a window too short,
+	// latency after a crash that of one too long (docs/performance.md).
+	SettleWindow time.Duration
+
 	// Logger receives the shell's logs (docs/observability.md lists
 	// them). Nil means slog.Default(). Whatever the logger, the APIKey is
 	// scrubbed from every record before it gets there.
 	Logger *slog.Logger
+
+	// SettledLogLevel is the level of the line the shell logs for each
+	// settled delivery ("bandonce: settled", with its room, message,
+	// outcome and attempt). Zero is slog.LevelInfo; slog.LevelDebug
+	// quiets it under a handler at Info, and any level above the
+	// handler's shows it.
+	SettledLogLevel slog.Level
 
 	// Hooks observe the shell: outcomes, handler calls, requests, control
 	// signals, the socket and rooms. Nil fields are skipped. Package
@@ -165,6 +194,10 @@ type Config struct {
 	// rooms' probes): at most one per interval for the whole shell, the
 	// room longest due first. Zero means 500 ms, two a second.
 	IdleRequestInterval time.Duration
+
+	// fromEnv records the fields ConfigFromEnv filled, so that an error
+	// about one names the variable the user set.
+	fromEnv *envOrigin
 }
 
 // DefaultMaxConcurrentRooms is how many rooms run a turn at once when
@@ -297,7 +330,13 @@ type printableConfig Config
 
 func (c Config) redacted(format string) string {
 	c.APIKey = keyguard.Redact(c.APIKey)
-	return keyguard.SprintAs(format, printableConfig(c), "bandonce.Config")
+	c.fromEnv = nil
+	out := keyguard.SprintAs(format, printableConfig(c), "bandonce.Config")
+	// The record of where fields came from is not a setting: not shown.
+	for _, unset := range []string{", fromEnv:(*bandonce.envOrigin)(nil)", " fromEnv:<nil>"} {
+		out = strings.Replace(out, unset, "", 1)
+	}
+	return out
 }
 
 // settings is a Config with its defaults applied. Its Config.APIKey is
@@ -314,29 +353,29 @@ type settings struct {
 
 func (c Config) withDefaults() (settings, error) {
 	if strings.TrimSpace(c.APIKey) == "" {
-		return settings{}, &ConfigError{Field: "APIKey", Reason: "required"}
+		return settings{}, c.invalid("APIKey", "required")
 	}
 	if c.Handler == nil {
-		return settings{}, &ConfigError{Field: "Handler", Reason: "required"}
+		return settings{}, c.invalid("Handler", "required")
 	}
 	for name, d := range map[string]time.Duration{
-		"RequestTimeout": c.RequestTimeout, "HandlerTimeout": c.HandlerTimeout,
+		"RequestTimeout": c.RequestTimeout, "HandlerTimeout": c.HandlerTimeout, "SettleWindow": c.SettleWindow,
 		"PollInterval": c.PollInterval, "ResyncInterval": c.ResyncInterval,
 		"MarkTimeout": c.MarkTimeout, "ShutdownTimeout": c.ShutdownTimeout,
 		"IdleRequestInterval": c.IdleRequestInterval, "StartTimeout": c.StartTimeout,
 	} {
 		if d < 0 {
-			return settings{}, &ConfigError{Field: name, Reason: "must not be negative"}
+			return settings{}, c.invalid(name, "must not be negative")
 		}
 	}
 	if c.MaxAttempts < 0 {
-		return settings{}, &ConfigError{Field: "MaxAttempts", Reason: "must not be negative"}
+		return settings{}, c.invalid("MaxAttempts", "must not be negative")
 	}
 	if c.MaxConcurrentRooms < 0 {
-		return settings{}, &ConfigError{Field: "MaxConcurrentRooms", Reason: "must not be negative"}
+		return settings{}, c.invalid("MaxConcurrentRooms", "must not be negative")
 	}
 	if c.MaxRequestsInFlight < 0 {
-		return settings{}, &ConfigError{Field: "MaxRequestsInFlight", Reason: "must not be negative"}
+		return settings{}, c.invalid("MaxRequestsInFlight", "must not be negative")
 	}
 	if c.MaxResponseBytes < 0 {
 		return settings{}, &ConfigError{Field: "MaxResponseBytes", Reason: "must not be negative"}
@@ -350,13 +389,13 @@ func (c Config) withDefaults() (settings, error) {
 	seen := make(map[string]bool, len(c.Rooms))
 	for _, r := range c.Rooms {
 		if strings.TrimSpace(r) == "" || seen[r] {
-			return settings{}, &ConfigError{Field: "Rooms", Reason: "room ids must be non-empty and distinct"}
+			return settings{}, c.invalid("Rooms", "room ids must be non-empty and distinct")
 		}
 		seen[r] = true
 	}
 	base, err := url.Parse(strings.TrimRight(cmp.Or(c.BaseURL, DefaultBaseURL), "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return settings{}, &ConfigError{Field: "BaseURL", Reason: "want an absolute http(s) URL"}
+		return settings{}, c.invalid("BaseURL", "want an absolute http(s) URL")
 	}
 	if err := c.checkKeySafety("BaseURL", base); err != nil {
 		return settings{}, err
@@ -366,6 +405,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.MaxAttempts = cmp.Or(c.MaxAttempts, defaultMaxAttempts)
 	s.Backoff = c.Backoff.withDefaults()
 	s.RequestTimeout = cmp.Or(c.RequestTimeout, 30*time.Second)
+	s.SettleWindow = cmp.Or(c.SettleWindow, DefaultSettleWindow*s.RequestTimeout)
 	s.PollInterval = cmp.Or(c.PollInterval, 2*time.Second)
 	s.ResyncInterval = cmp.Or(c.ResyncInterval, 60*time.Second)
 	s.MarkTimeout = cmp.Or(c.MarkTimeout, 15*time.Second)
@@ -392,7 +432,7 @@ func (c Config) withDefaults() (settings, error) {
 	if c.SocketURL != "" {
 		u, err := url.Parse(c.SocketURL)
 		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-			return settings{}, &ConfigError{Field: "SocketURL", Reason: "want an absolute ws(s) URL"}
+			return settings{}, c.invalid("SocketURL", "want an absolute ws(s) URL")
 		}
 		if err := c.checkKeySafety("SocketURL", u); err != nil {
 			return settings{}, err
@@ -413,12 +453,12 @@ func (c Config) withDefaults() (settings, error) {
 // plain one to a host that is not loopback, unless InsecurePlaintext.
 func (c Config) checkKeySafety(field string, u *url.URL) error {
 	if keyguard.KeyInURL(u) {
-		return &ConfigError{Field: field, Reason: "must not carry a credential (user info or api_key): " +
-			"set APIKey, which is sent as a header and never shown"}
+		return c.invalid(field, "must not carry a credential (user info or api_key): "+
+			"set APIKey, which is sent as a header and never shown")
 	}
 	if keyguard.InClear(u) && !c.InsecurePlaintext {
-		return &ConfigError{Field: field, Reason: "plain " + u.Scheme + " to a host that is not loopback: " +
-			"the API key would cross the network in clear; use " + u.Scheme + "s, or set InsecurePlaintext to accept that"}
+		return c.invalid(field, "plain "+u.Scheme+" to a host that is not loopback: "+
+			"the API key would cross the network in clear; use "+u.Scheme+"s, or set InsecurePlaintext to accept that")
 	}
 	return nil
 }

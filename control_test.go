@@ -3,7 +3,10 @@ package bandonce_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -141,5 +144,39 @@ func TestSupersedeStopsEveryRoomAndRunReturnsErrSuperseded(t *testing.T) {
 		require.Len(t, h.seen(), 1)
 		assert.ErrorIs(t, h.seen()[0], bandonce.ErrSuperseded)
 		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointSocket], "never reconnects")
+	})
+}
+
+// A claim answered 503 is retried, and every retry asks the room's gate
+// again: once a stop reached the room between two tries, the retry is not
+// sent, the message stays unclaimed for replay, and play answers it once.
+func TestAClaimRetriedAfterAStopReachedTheRoomIsNotSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "hello")
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessing, Nth: 1, Kind: fakeband.FailBefore, Status: http.StatusServiceUnavailable})
+		cfg := w.socketConfig(echo)
+		var stopped atomic.Bool
+		cfg.Hooks.Request = func(_ context.Context, r bandonce.Request) {
+			if strings.HasSuffix(r.Endpoint, "/processing") && r.Status == http.StatusServiceUnavailable && !stopped.Swap(true) {
+				// Between the first try and its retry, the owner stops
+				// the agent in the room; the push reaches it during the
+				// retry's backoff.
+				assert.NoError(t, w.band.StopRoom(room.ID))
+			}
+		}
+		stop := w.start(cfg)
+		time.Sleep(time.Minute)
+		require.True(t, stopped.Load(), "the claim was answered 503")
+		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointProcessing], "the retry of the claim was not sent after the stop")
+		assert.NotEqual(t, "processing", w.band.Status(w.agent.ID, id), "never claimed while stopped")
+		assert.Zero(t, len(w.replies(room)))
+
+		require.NoError(t, w.band.PlayRoom(room.ID))
+		settle(time.Minute)
+		require.NoError(t, stop())
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)))
 	})
 }

@@ -39,6 +39,10 @@ type cycle struct {
 	late      error                   // a signal that came after the commit
 	cancel    context.CancelCauseFunc // set while the handler runs
 	committed bool
+	// resent: the cycle was held open while an earlier send of its reply
+	// settled, so its next POST is a POST again (see lateSignal). The
+	// room's goroutine alone reads and writes it.
+	resent bool
 }
 
 func newRoomControl(wake func()) *roomControl {
@@ -150,6 +154,17 @@ func (c *roomControl) startHandler(cy *cycle, cancel context.CancelCauseFunc) er
 		return ErrStopped
 	}
 	cy.cancel = cancel
+	return nil
+}
+
+// mayClaim is the gate of a processing claim, asked before every try of
+// it: a stopped room claims nothing until play.
+func (c *roomControl) mayClaim() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return ErrStopped
+	}
 	return nil
 }
 

@@ -30,7 +30,10 @@
 // The assumptions: one running shell per agent (Band's processing mark is not
 // a lease; the durable ledger in package boltledger enforces one per host);
 // the agent's own posts are visible in the room's /context once their POST
-// has answered (read-your-writes); and the dedup key names the unit of work,
+// has answered (read-your-writes); Band applies a POST no later than
+// Config.SettleWindow after it was written (twice RequestTimeout unless
+// set: raise it if Band, or a proxy before it, can hold a request longer);
+// and the dedup key names the unit of work,
 // so two messages that must each be answered have different keys. The handler
 // itself runs at least once per message and may run again after a crash:
 // side effects it performs outside Band need their own idempotency, keyed by
@@ -53,6 +56,14 @@
 //     in this life (a restored older copy of it may have lost records).
 //   - The reply POST is never re-sent blind. After a timeout, a reset or a 5xx
 //     the room is read again and the reply posted only if it is still absent.
+//   - A POST whose outcome is unknown may still be applied after its sender
+//     gave up on it or died, so the room is read for it only once
+//     SettleWindow has passed since it was written; a new life (a restart,
+//     a takeover) treats every send of an earlier life as unknown until
+//     SettleWindow has passed since it began, for the messages an earlier
+//     life attempted. The room waits without holding a worker, a message
+//     is not marked processed while a send of it may still land, and a
+//     first delivery waits for nothing.
 //   - If the processed mark fails after the post, only the mark is retried:
 //     the handler never runs again for that message, and a message whose reply
 //     was posted is never marked failed.

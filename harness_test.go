@@ -52,8 +52,15 @@ func (w *world) config(h bandonce.Handler) bandonce.Config {
 		Handler:       h,
 		DisableSocket: true,
 		Retry:         bandonce.RetryPolicy{Seed: 7},
+		SettleWindow:  testSettleWindow,
 	}
 }
+
+// testSettleWindow is the tests' Config.SettleWindow. Unless a test holds
+// a request at the fake, the fake applies a request when it is served,
+// never later, so a short window keeps the tests' minutes of virtual time
+// ample.
+const testSettleWindow = 5 * time.Second
 
 // start runs a shell until the returned stop is called; stop returns
 // Run's error.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/band-once/bandonce/internal/core"
 	"github.com/band-once/bandonce/internal/wire"
@@ -21,9 +22,9 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 	if isDefault {
 		key = DefaultKey(m.ID)
 	}
-	dup, f := r.send(ctx, attempt, effect{key: key, defaultKey: isDefault, reply: rep}, func(again bool) error {
+	dup, f := r.send(ctx, attempt, effect{key: key, msg: m.ID, inherited: r.inherited(m.ID), defaultKey: isDefault, reply: rep}, func(again bool) error {
 		cause := r.ctl.commit(cy)
-		if again && cause == nil {
+		if (again || cy.resent) && cause == nil {
 			// The reply is not in the room: posting it again would be
 			// new output, which a signal since the commit forbids.
 			cause = r.ctl.lateSignal(cy)
@@ -63,6 +64,12 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 		return r.deadLetter(ctx, m, attempt, f.err)
 	case failWait:
 		return stepIdle
+	case failSettle:
+		// The cycle is held open until then (see round); when it goes
+		// on, any POST it makes is a POST again.
+		r.settleUntil = f.until
+		cy.resent = true
+		return stepSettle
 	default:
 		return r.failed(f.call, f.err)
 	}
@@ -73,6 +80,10 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 // last line, an event's metadata), where the guard can find it again.
 type effect struct {
 	key string
+	msg string // the id of the message whose turn sends it
+	// inherited: an earlier life may have attempted that message (this
+	// life's first attempt of it was not Band's first).
+	inherited bool
 	// defaultKey: the key is derived from the message id, so no other
 	// message can have sent it.
 	defaultKey bool
@@ -109,6 +120,8 @@ type sendFailure struct {
 	keep bool
 	call string // the call that failed, for the room's logs and backoff
 	err  error
+	// until: failSettle's moment, when the unknown send has settled.
+	until time.Time
 }
 
 type failKind int
@@ -120,12 +133,15 @@ const (
 	failRefused                     // Band refused it for good; err is Permanent
 	failCall                        // a request failed (the guard's read, 404, 401, ...)
 	failWait                        // ctx ended while waiting to re-check an unknown outcome
+	failSettle                      // a send of unknown outcome may still land: read the room at until
 )
 
 // send guards one effect and sends it at most once: the ledger first, the
 // room read only when it can find something, and never a blind re-POST.
 // After an ambiguous outcome (a timeout, a reset, a 5xx) the room is read
-// again and the effect sent only if it is still absent. gate is asked
+// again and the effect sent only if it is still absent, and that read
+// happens only once the send has settled (Config.SettleWindow): before,
+// send returns failSettle with the moment to try again. gate is asked
 // before every POST, again true when a POST went before it, and returns
 // the signal that forbids sending. dup reports an effect already in the
 // room, which is not sent again.
@@ -152,6 +168,12 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 			r.s.log.Info("bandonce: already in the room; not sending it again", "room", r.id, "key", e.key)
 			return true, nil
 		case core.ReadRoom, core.CheckLedger:
+			if at := r.s.late.settledAt(r.id, e.key, e.inherited); time.Now().Before(at) && !r.guard.keys[e.key] {
+				// A send of this key, by this life or an earlier one, may
+				// still land: a read now that does not find it proves
+				// nothing.
+				return false, &sendFailure{kind: failSettle, keep: true, call: e.call(), until: at}
+			}
 			found, err := r.guard.contains(ctx, r.s.api, r.id, r.s.agentID(), e.key)
 			r.guardRead(ctx, found, err)
 			if err != nil {
@@ -212,17 +234,15 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		case ctx.Err() != nil:
 			return false, &sendFailure{kind: failCall, call: e.call(), err: err}
 		}
-		// Ambiguous: it may have landed. Only a fresh read of the room
-		// can tell, so the next pass reads before sending again.
+		// Ambiguous: it may have landed, or land later still. Only a
+		// read of the room once the send has settled can tell, so the
+		// next pass waits for that before it reads, and sends only if
+		// the read finds nothing.
+		now := time.Now()
+		r.s.late.unknown(r.id, e.msg, e.key, now)
 		facts.Ledger = core.Intent
-		if try+1 >= r.s.cfg.Retry.MaxAttempts {
-			return false, &sendFailure{kind: failCall, keep: true, call: e.call(), err: err}
-		}
-		wait := r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, try)
-		r.s.log.Warn("bandonce: send outcome unknown; re-checking the room before any retry", "room", r.id, "key", e.key, "err", err, "wait", wait)
-		if err := sleep(ctx, wait); err != nil {
-			return false, &sendFailure{kind: failWait, keep: true, err: err}
-		}
+		r.s.log.Warn("bandonce: send outcome unknown; re-checking the room once it has settled", "room", r.id, "key", e.key,
+			"err", err, "wait", r.s.cfg.SettleWindow)
 	}
 }
 

@@ -34,6 +34,19 @@ type room struct {
 	// consumeOnServe holds messages interrupted before their claim
 	// succeeded: the next delivery consumes them without a handler.
 	consumeOnServe map[string]bool
+	// heldAcks holds the outcomes of messages whose processed mark waits
+	// for their sends to settle (see holdAck).
+	heldAcks map[string]Outcome
+	// firstAttempt is, per message, Band's attempt number of this life's
+	// first claim of it: above 1, an earlier life may have sent for it.
+	firstAttempt map[string]int
+
+	// settleUntil is when the send of unknown outcome that holds the
+	// room's head message has settled; the room fetches nothing before.
+	// held is that message's cycle, kept open meanwhile so that a signal
+	// that lands during the wait still reaches it.
+	settleUntil time.Time
+	held        *heldCycle
 
 	// ledgerChecked: a durable ledger was brought up to the room in this
 	// life (catchUpLedger), so its "no record" now means "never tried".
@@ -55,6 +68,7 @@ const (
 	stepBackoff             // something failed: wait with backoff
 	stepHeld                // a failed message waits for its next attempt, and the room with it
 	stepStopped             // the room is stopped: wait for play
+	stepSettle              // a send of unknown outcome may still land: wait until settleUntil
 	stepGone                // the room is no longer ours
 )
 
@@ -64,6 +78,8 @@ func newRoom(s *Shell, q *scheduler, id string) *room {
 		failures:       make(map[string]*failure),
 		unsent:         make(map[string]*Reply),
 		consumeOnServe: make(map[string]bool),
+		heldAcks:       make(map[string]Outcome),
+		firstAttempt:   make(map[string]int),
 	}
 	r.ctl = newRoomControl(func() { q.wake(r) })
 	return r
@@ -110,6 +126,12 @@ func (r *room) turn(hard context.Context) roundDone {
 		}
 		done.again = wait == 0
 		done.wait, done.budgeted = wait, !requested
+	case stepSettle:
+		// Not an error, and not idle: the room looks again, at once
+		// and without a request, when the send has settled.
+		r.oneShot(func(d *drainTracker) { d.busy(r) })
+		done.wait = time.Until(r.settleUntil)
+		done.again = done.wait <= 0
 	case stepGone:
 		done.gone = true
 	}
@@ -121,6 +143,11 @@ func (r *room) turn(hard context.Context) roundDone {
 
 // round fetches and settles one message.
 func (r *room) round(fetch, hard context.Context) step {
+	if time.Now().Before(r.settleUntil) {
+		// The head message's reply may still land: /next would serve it
+		// again only for the guard to find it unsettled.
+		return stepSettle
+	}
 	probe, ok := r.ctl.mayFetch(time.Now(), r.s.cfg.ResyncInterval)
 	if !ok {
 		return stepStopped
@@ -160,12 +187,49 @@ func (r *room) round(fetch, hard context.Context) step {
 	}
 	hard = r.beginDelivery(hard, m.ID)
 	defer r.endDelivery(hard)
-	cy, ok := r.ctl.begin()
+	cy, ok := r.resume(m.ID)
 	if !ok {
-		return stepStopped // stopped while /next was in flight: leave the message
+		if cy, ok = r.ctl.begin(); !ok {
+			return stepStopped // stopped while /next was in flight: leave the message
+		}
 	}
-	defer r.ctl.end(cy)
-	return r.settle(fetch, hard, cy, m, unreadable)
+	st := r.settle(fetch, hard, cy, m, unreadable)
+	if st == stepSettle {
+		// The cycle stays open while the send settles: a signal in the
+		// wait is the cycle's, and decides before anything is sent again.
+		r.held = &heldCycle{msgID: m.ID, cy: cy}
+		return st
+	}
+	r.ctl.end(cy)
+	return st
+}
+
+// inherited reports whether an earlier life may have attempted the
+// message, and so sent for it: this life's first claim of it was not
+// Band's first attempt.
+func (r *room) inherited(msgID string) bool { return r.firstAttempt[msgID] != 1 }
+
+// heldCycle is a message's cycle kept open across rounds while a send of
+// its reply settles.
+type heldCycle struct {
+	msgID string
+	cy    *cycle
+}
+
+// resume returns the held cycle of the message /next served again, if
+// there is one. A held cycle of another message (Band served something
+// else) is closed.
+func (r *room) resume(msgID string) (*cycle, bool) {
+	h := r.held
+	r.held = nil
+	if h == nil {
+		return nil, false
+	}
+	if h.msgID != msgID {
+		r.ctl.end(h.cy)
+		return nil, false
+	}
+	return h.cy, true
 }
 
 // failed classifies a failed request: the room is gone, the key is

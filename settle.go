@@ -26,6 +26,11 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 		r.s.ledgerFailed("bandonce: ledger read failed", err, "room", r.id, "message", m.ID)
 		return stepBackoff
 	}
+	if o, ok := r.heldAcks[m.ID]; ok {
+		// Its fate was decided; the mark waited for its sends to settle.
+		// The record goes once the mark landed (forget).
+		return r.ackOnly(hard, m, o)
+	}
 	if pending || r.consumeOnServe[m.ID] || r.isOwn(m) {
 		// The fate is already settled: only the processed mark is owed.
 		return r.ackOnly(hard, m, Outcome{Kind: Acknowledged})
@@ -33,6 +38,11 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 
 	mark, err := r.claim(hard, m)
 	if err != nil {
+		if claimWithheld(err) {
+			// Stopped before the claim (or its retry) left: the message
+			// stays for replay, unclaimed.
+			return r.aborted(hard, m, 0, ErrStopped)
+		}
 		if r.ctl.abortedBy(cy, ErrInterrupted) {
 			r.consumeOnServe[m.ID] = true
 		}
@@ -40,6 +50,9 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 	}
 	r.lastStale = ""
 	attempt := mark.AttemptNumber
+	if _, ok := r.firstAttempt[m.ID]; !ok {
+		r.firstAttempt[m.ID] = attempt
+	}
 	if r.ctl.release(m.ID) {
 		// An interrupt reached the message while it waited for this
 		// attempt: consumed without one.
@@ -126,11 +139,20 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 	}
 }
 
-// claim marks the message processing, opening a new attempt.
+// claim marks the message processing, opening a new attempt. Every try
+// of it, retries included, asks the room's gate the moment it would be
+// sent: once a stop reached the room, the agent claims nothing there
+// until play, and the claim fails with a *wire.NotSentError.
 func (r *room) claim(ctx context.Context, m *wire.Message) (*wire.Mark, error) {
 	mctx, cancel := r.s.markCtx(ctx)
 	defer cancel()
-	return r.s.api.Processing(mctx, r.id, m.ID)
+	return r.s.api.Processing(wire.WithStartCheck(mctx, r.ctl.mayClaim), r.id, m.ID)
+}
+
+// claimWithheld reports whether err is a claim the room's gate withheld.
+func claimWithheld(err error) bool {
+	var notSent *wire.NotSentError
+	return errors.As(err, &notSent)
 }
 
 // claimFailed handles a processing mark Band refused or never answered.
@@ -270,9 +292,14 @@ func (r *room) aborted(ctx context.Context, m *wire.Message, attempt int, cause 
 
 // ack marks the message processed and reports o. If the mark fails, the
 // message is ack-pending: only the mark is retried, never the handler.
+// While a send of the message may still land, the mark waits (see
+// holdAck).
 func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome) step {
 	o.RoomID, o.MessageID, o.Attempt = r.id, m.ID, attempt
 	ledger := r.s.cfg.Ledger
+	if until := r.s.late.messageSettledAt(r.id, m.ID, r.inherited(m.ID), time.Now()); !until.IsZero() {
+		return r.holdAck(ctx, m, o, until)
+	}
 	if ledger.Durable() {
 		// Written before the mark, so a crash after it settles the next
 		// delivery with the mark alone.
@@ -295,11 +322,33 @@ func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome)
 	return stepNext
 }
 
+// holdAck keeps a message whose fate is decided from being consumed
+// until its sends have settled, an earlier life's included: consumed, it
+// would let the room go on to later messages, whose guard trusts on their
+// first attempt that no send of an earlier message can still land
+// (lateSends.settledAt). The room
+// waits without a worker and then marks it processed with o; a durable
+// ledger records the mark as owed, so a crash meanwhile costs the next
+// life the mark alone.
+func (r *room) holdAck(ctx context.Context, m *wire.Message, o Outcome, until time.Time) step {
+	if ledger := r.s.cfg.Ledger; ledger.Durable() {
+		if err := ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
+			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
+		}
+	}
+	r.heldAcks[m.ID] = o
+	r.settleUntil = until
+	return stepSettle
+}
+
 // ackOnly settles a message whose fate was decided by an earlier delivery:
 // it opens an attempt (processed needs one) and marks it processed.
 func (r *room) ackOnly(ctx context.Context, m *wire.Message, o Outcome) step {
 	mark, err := r.claim(ctx, m)
 	if err != nil {
+		if claimWithheld(err) {
+			return stepStopped // the mark is still owed; it goes after play
+		}
 		var apiErr *APIError
 		if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity {
 			// Band will not open an attempt: the earlier mark landed.
@@ -315,6 +364,8 @@ func (r *room) ackOnly(ctx context.Context, m *wire.Message, o Outcome) step {
 func (r *room) forget(ctx context.Context, id string) {
 	delete(r.failures, id)
 	delete(r.unsent, id)
+	delete(r.heldAcks, id)
+	delete(r.firstAttempt, id)
 	delete(r.consumeOnServe, id)
 	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, id, false); err != nil {
 		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", id)

@@ -30,6 +30,7 @@ type Shell struct {
 	log    *slog.Logger
 
 	jitterSeed uint64
+	late       *lateSends    // when each send of unknown outcome has settled
 	relist     chan struct{} // buffered(1): list the rooms now (see watchRooms)
 	running    atomic.Bool
 	socketUp   atomic.Bool    // pushes are flowing: idle rooms only resync slowly
@@ -98,6 +99,7 @@ func New(cfg Config) (*Shell, error) {
 		jitter:     core.NewJitter(seed + 1),
 		log:        s.Logger,
 		relist:     make(chan struct{}, 1),
+		late:       newLateSends(s.SettleWindow),
 		rooms:      make(map[string]*room),
 	}, nil
 }
@@ -194,6 +196,10 @@ func (s *Shell) start(ctx context.Context) error {
 		}
 		wait.Stop()
 	}
+	// From here on this life may send. Every send of an earlier one
+	// (another process, a superseded connection, an earlier Run) was
+	// written before now.
+	s.late.begin(time.Now())
 	for _, id := range ids {
 		s.addRoom(id)
 	}

@@ -76,6 +76,9 @@ type turn struct {
 	cy      *cycle
 	msgID   string
 	attempt int
+	// inherited: an earlier life may have attempted the message, and so
+	// sent some of the turn's effects (see room.inherited).
+	inherited bool
 	// life bounds the effects' requests and bookkeeping: it ends only
 	// when the room's handlers are cut off, not when a signal cancels
 	// the handler, so a POST in flight learns its outcome.
@@ -90,7 +93,7 @@ type turn struct {
 }
 
 func (r *room) newTurn(life context.Context, cy *cycle, messageID string, attempt int) *turn {
-	return &turn{r: r, cy: cy, msgID: messageID, attempt: attempt, life: life, running: map[string]bool{}}
+	return &turn{r: r, cy: cy, msgID: messageID, attempt: attempt, inherited: r.inherited(messageID), life: life, running: map[string]bool{}}
 }
 
 // close ends the turn: later effects return ErrNotInTurn, and the room
@@ -194,12 +197,25 @@ func (t *turn) emit(ctx context.Context, next func(*turn) effect) error {
 		return ErrNotInTurn
 	}
 	e := next(t)
+	e.msg, e.inherited = t.msgID, t.inherited
 	if err := t.forbidden(ctx); err != nil {
 		return err
 	}
 	ectx, cancel := t.effectCtx(ctx)
 	defer cancel()
 	_, f := t.r.send(ectx, t.attempt, e, func(bool) error { return t.forbidden(ctx) })
+	for f != nil && f.kind == failSettle {
+		// An earlier send of this effect may still land. The handler is
+		// waiting for its effect anyway: it waits here until the send
+		// has settled, then the guard reads the room.
+		if err := sleep(ctx, time.Until(f.until)); err != nil {
+			return fmt.Errorf("bandonce: %s (key %q): waiting for an earlier send to settle: %w", f.call, e.key, err)
+		}
+		if err := t.forbidden(ctx); err != nil {
+			return err
+		}
+		_, f = t.r.send(ectx, t.attempt, e, func(bool) error { return t.forbidden(ctx) })
+	}
 	if f == nil {
 		return nil
 	}

@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/band-once/bandonce/bandtype"
 	"github.com/band-once/bandonce/internal/keyguard"
 	"github.com/band-once/bandonce/internal/wire"
 )
@@ -45,8 +46,9 @@ import (
 const DefaultBaseURL = "https://app.band.ai/api/v1"
 
 // APIError is the error every non-2xx answer from Band becomes; it is the
-// type bandonce.APIError names too.
-type APIError = wire.APIError
+// type bandonce.APIError names too. It is defined, with its fields, in
+// package bandtype.
+type APIError = bandtype.APIError
 
 // PagingError reports a walk through pages (a room's context, the peers)
 // that was stopped: the server repeated a page already read, or announced

@@ -27,7 +27,7 @@ import (
 var ErrBadFault = errors.New("fakeband: invalid fault")
 
 var (
-	faultKinds       = []FaultKind{FailBefore, LoseResponse, Delay, StaleNext, LoopCursor}
+	faultKinds       = []FaultKind{FailBefore, LoseResponse, Delay, StaleNext, LoopCursor, ApplyLate}
 	socketFaultKinds = []SocketFaultKind{DropConnection, DuplicatePush, DelayPush, LosePush}
 	// endpoints lists every Endpoint a fault may name, in a stable order.
 	endpoints = []Endpoint{
@@ -98,7 +98,7 @@ func (k FaultKind) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText reads a kind by name: fail_before, lose_response, delay,
-// stale_next or loop_cursor.
+// stale_next, loop_cursor or apply_late.
 func (k *FaultKind) UnmarshalText(text []byte) error {
 	for _, c := range faultKinds {
 		if c.String() == string(text) {
@@ -298,8 +298,8 @@ func validateFault(f Fault) error {
 		return fmt.Errorf("%w: status %d is not an HTTP error status (400-599)", ErrBadFault, f.Status)
 	case f.Code != "" && (f.Kind != FailBefore || f.EmptyBody):
 		return fmt.Errorf("%w: code only applies to kind fail_before with a body", ErrBadFault)
-	case f.Kind == Delay && f.Delay <= 0:
-		return fmt.Errorf("%w: kind delay needs a positive delay", ErrBadFault)
+	case (f.Kind == Delay || f.Kind == ApplyLate) && f.Delay <= 0:
+		return fmt.Errorf("%w: kind %s needs a positive delay", ErrBadFault, f.Kind)
 	case f.Kind == StaleNext && f.Endpoint != EndpointNext:
 		return fmt.Errorf("%w: kind stale_next only applies to endpoint next", ErrBadFault)
 	case f.Kind == LoopCursor && f.Endpoint != EndpointContext:

@@ -71,7 +71,8 @@ const (
 	// sees its connection closed.
 	LoseResponse
 	// Delay waits Delay (or until the request is cancelled) and then
-	// serves the request normally.
+	// serves the request normally. A request whose client gave up, or
+	// died, while it waited is never applied.
 	Delay
 	// StaleNext makes one /next serve the message most recently marked
 	// processed by that agent in that room, as a stale replica would.
@@ -83,6 +84,12 @@ const (
 	// the room's start for a first page), as a server bug or a proxy
 	// cache would. Only endpoint context.
 	LoopCursor
+	// ApplyLate holds the request Delay and then applies it, whether or
+	// not its client is still there: a server that keeps working on a
+	// request after its client gave up on it, or was killed. The answer
+	// goes to a client that still waits for it. Only Close cuts the hold
+	// short, and then nothing is applied.
+	ApplyLate
 )
 
 func (k FaultKind) String() string {
@@ -97,6 +104,8 @@ func (k FaultKind) String() string {
 		return "stale_next"
 	case LoopCursor:
 		return "loop_cursor"
+	case ApplyLate:
+		return "apply_late"
 	}
 	return fmt.Sprintf("FaultKind(%d)", int(k))
 }
@@ -113,7 +122,7 @@ type Fault struct {
 	Code        string        // FailBefore: the error code ("" = one named after Status); 403 limit_reached is Band's plan quota
 	RetryAfter  string        // FailBefore: Retry-After header value ("" = none)
 	EmptyBody   bool          // FailBefore: no body at all (like the load balancer's 429)
-	Delay       time.Duration // Delay: how long to wait before serving
+	Delay       time.Duration // Delay and ApplyLate: how long to hold the request before serving it
 }
 
 type faultRule struct {
@@ -148,7 +157,9 @@ func (b *Band) ClearFaults() {
 }
 
 // FaultsFired is a histogram "endpoint/kind" -> times fired, for example
-// "next/stale_next" or, for socket faults, "socket/lose_push".
+// "next/stale_next" or, for socket faults, "socket/lose_push". A request
+// an ApplyLate fault held counts as "endpoint/apply_late" when it is
+// taken, and again as "endpoint/applied_late" once it was applied.
 func (b *Band) FaultsFired() map[string]int {
 	b.mu.Lock()
 	defer b.mu.Unlock()

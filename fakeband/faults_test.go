@@ -126,6 +126,54 @@ func TestDelayRespectsTheRequestContext(t *testing.T) {
 	})
 }
 
+// A server keeps working on a request its client gave up on: ApplyLate
+// applies the POST after the client's own timeout ended its wait.
+func TestApplyLateAppliesARequestItsClientGaveUpOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		f.b.Inject(fakeband.Fault{Endpoint: fakeband.EndpointPost, Nth: 1, Kind: fakeband.ApplyLate, Delay: 10 * time.Second})
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		body := strings.NewReader(`{"message":{"content":"hi","mentions":[{"id":"` + f.alice.ID + `"}]}}`)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.b.BaseURL()+f.chat("/messages"), body)
+		require.NoError(t, err)
+		req.Header.Set("X-API-Key", f.bot.Key)
+		_, err = f.c.Do(req)
+		require.Error(t, err, "the client gave up after its timeout")
+		synctest.Wait()
+		assert.Empty(t, f.b.Posts(f.room.ID), "held: not applied yet")
+		assert.Equal(t, map[string]int{"post/apply_late": 1}, f.b.FaultsFired())
+
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.Len(t, f.b.Posts(f.room.ID), 1, "applied once the hold ended, though nobody waits for the answer")
+		assert.Equal(t, map[string]int{"post/apply_late": 1, "post/applied_late": 1}, f.b.FaultsFired())
+	})
+}
+
+// Close cuts a hold short, and the held request is never applied.
+func TestCloseEndsAnApplyLateHoldWithoutApplyingIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := fakeband.New(fakeband.Options{})
+		bot, alice := b.AddAgent("Bot"), b.AddHuman("Alice")
+		room := b.AddRoom("r", alice, bot.ID)
+		b.Inject(fakeband.Fault{Endpoint: fakeband.EndpointPost, Nth: 1, Kind: fakeband.ApplyLate, Delay: time.Hour})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			body := strings.NewReader(`{"message":{"content":"hi","mentions":[]}}`)
+			req, _ := http.NewRequest(http.MethodPost, b.BaseURL()+"/agent/chats/"+room.ID+"/messages", body)
+			req.Header.Set("X-API-Key", bot.Key)
+			if resp, err := b.HTTPClient().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+		synctest.Wait()
+		require.NoError(t, b.Close())
+		wg.Wait()
+		assert.Empty(t, b.Posts(room.ID))
+	})
+}
+
 func TestCloseEndsADelayedRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := fakeband.New(fakeband.Options{})

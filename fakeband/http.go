@@ -93,6 +93,12 @@ func (b *Band) api(rt route) http.Handler {
 				if !b.wait(r.Context(), f.Delay) {
 					return // the client gave up or the Band is closing
 				}
+			case ApplyLate:
+				var ok bool
+				if r, ok = b.holdDetached(r, f.Delay); !ok {
+					return // the Band is closing
+				}
+				defer b.appliedLate(rt.ep)
 			}
 		}
 		var rep reply
@@ -137,6 +143,30 @@ func (b *Band) requestIDLocked() string {
 
 // errClosedBand answers every request after Close.
 var errClosedBand = &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "fake Band is closed"}
+
+// holdDetached holds r for d whatever its client does, and returns it cut
+// loose from its client: the body read in full, the context never ending
+// with the connection. ok is false when the Band closed meanwhile, or the
+// body could not be read before the client went away.
+func (b *Band) holdDetached(r *http.Request, d time.Duration) (_ *http.Request, ok bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return nil, false
+	}
+	held := r.Clone(context.WithoutCancel(r.Context()))
+	held.Body = io.NopCloser(bytes.NewReader(body))
+	if !b.wait(context.Background(), d) {
+		return nil, false
+	}
+	return held, true
+}
+
+// appliedLate counts a held request that has been applied.
+func (b *Band) appliedLate(ep Endpoint) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.faults.fired[string(ep)+"/applied_late"]++
+}
 
 // wait sleeps d unless ctx ends or the Band closes first.
 func (b *Band) wait(ctx context.Context, d time.Duration) bool {

@@ -24,7 +24,9 @@
 // shared by messages said together. Its faults act at the gate on one
 // request (kill before or after Band applies it, lose the response, 429,
 // 5xx bursts, latency, a stale /next, a request applied and then answered
-// 5xx, a request applied and answered only after the client gave up) or
+// 5xx, a request applied and answered only after the client gave up, a
+// send held and applied late, after its sender gave up on it or was
+// killed) or
 // on the world (socket drops, lost, duplicated and late pushes, interrupt,
 // stop, play, supersede). The receipt counts what fired.
 //
@@ -75,8 +77,12 @@
 //
 // # Assumptions
 //
-// Requests of a killed life that were still travelling (latency) never
-// arrive: the engine models a crash as closing the connections, so nothing
-// of a dead life lands after the next life started. Band's own guarantees
-// are the fake's (see package fakeband).
+// A killed life's connections close, and a request still travelling
+// (latency) never arrives, except one an apply-late fault holds: that one
+// is applied when its hold ends, after the sender gave up on it or in the
+// next life. Holds last at most 4 s after the request left the agent, the
+// bound the shell assumes of Band with its 2 s request timeout
+// (Config.SettleWindow's default); the receipt counts applied_late (its
+// sender still waited) and applied_late_after_sender_gone. Band's own
+// guarantees are the fake's (see package fakeband).
 package proof

@@ -183,6 +183,9 @@ func (s *sim) run() Result {
 		s.apply(s.sched.Events[s.cursor])
 		s.advance()
 	}
+	if s.sched.StartAfter > 0 {
+		time.Sleep(s.sched.StartAfter) // the outage before the agent starts
+	}
 	s.startLife()
 	s.releasedAt = []time.Time{time.Now()}
 	s.progress = time.Now()
@@ -279,10 +282,10 @@ func (s *sim) sleep(now time.Time) {
 	}
 }
 
-// quiet: nothing in flight, every message said and processed, no room
-// stopped.
+// quiet: nothing in flight (parked, or held to be applied late), every
+// message said and processed, no room stopped.
 func (s *sim) quiet() bool {
-	if !s.gate.idle() {
+	if !s.gate.idle() || s.gate.holds() {
 		return false
 	}
 	for _, m := range s.messages {
@@ -337,16 +340,16 @@ func (s *sim) notePushes() {
 	}
 }
 
-// virtualClock stamps the fake's inserted_at with the bubble's virtual
-// time (from fakeband.DefaultStart), to the microsecond as Band's
-// database keeps it. Messages said at one instant share a timestamp,
-// and messages said within a second share its second, as in a busy room;
-// the fake's default clock, a second per reading, never lets them.
+// virtualClock stamps the fake's inserted_at with the clock the agent
+// reads too (the bubble's virtual time), to the microsecond as Band's
+// database keeps it: one clock for Band and the agent, as with the real
+// Band, so an agent's logic that compares a message's age with its own
+// clock works as it would there. Messages said at one instant share a
+// timestamp, and messages said within a second share its second, as in
+// a busy room; the fake's default clock, a second per reading, never
+// lets them.
 func virtualClock() func() time.Time {
-	start := time.Now()
-	return func() time.Time {
-		return fakeband.DefaultStart.Add(time.Since(start)).Truncate(time.Microsecond)
-	}
+	return func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 }
 
 // noteRelease counts the requests released at one instant of virtual

@@ -150,6 +150,8 @@ func (s *sim) release(p *parkedRequest, now time.Time) {
 		p.answer.status = ev.Status
 	case AnswerAfterGiveUp:
 		p.answer.delay = ev.Delay
+	case ApplyLate:
+		p.late = ev.Delay
 	}
 	p.verdict <- release
 }

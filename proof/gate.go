@@ -1,6 +1,7 @@
 package proof
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -33,6 +34,7 @@ type gate struct {
 	sends    []*sendRecord
 	turnReqs []*roomRequest
 	wake     chan struct{} // capacity 1: a request parked
+	holding  int           // requests an ApplyLate holds, not applied yet
 }
 
 type verdict int
@@ -51,10 +53,11 @@ type parkedRequest struct {
 	room    string
 	order   string // method and path: what the driver sorts by
 	verdict chan verdict
-	send    *sendRecord  // replies (POST .../messages) only
-	turnReq *roomRequest // requests of a turn only (see roomRequest)
-	tick    int64        // orderClock when it parked
-	answer  answerFault  // set by the driver before release
+	send    *sendRecord   // replies (POST .../messages) only
+	turnReq *roomRequest  // requests of a turn only (see roomRequest)
+	tick    int64         // orderClock when it parked
+	answer  answerFault   // set by the driver before release
+	late    time.Duration // ApplyLate: hold this long, then apply whatever the sender did
 	// delay is latency on the way to the fake, set by the driver before
 	// release. A request still travelling when its life is killed never
 	// arrives, so no request of a dead life lands after the next life
@@ -123,6 +126,9 @@ func (t *transport) deliver(req *http.Request, p *parkedRequest) (*http.Response
 		case <-t.l.dead:
 			return nil, errSevered
 		}
+	}
+	if p.late > 0 {
+		return t.deliverLate(req, p)
 	}
 	resp, err := t.g.forward(t.l, p)
 	if err != nil || (p.answer == answerFault{}) {
@@ -334,4 +340,76 @@ func (g *gate) sendRecords() []sendRecord {
 		out[i] = *s
 	}
 	return out
+}
+
+// deliverLate carries out ApplyLate: the request, detached from its
+// sender, is held p.late and then applied, whether or not the sender
+// still waits; a sender that does gets the answer. The hold is in
+// virtual time and ends by itself, and the schedule is not quiet until
+// it has (see holds).
+func (t *transport) deliverLate(req *http.Request, p *parkedRequest) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		var err error
+		if body, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+		req.Body.Close()
+	}
+	held := *p
+	held.req = req.Clone(context.WithoutCancel(req.Context()))
+	held.req.Body = io.NopCloser(bytes.NewReader(body))
+	t.g.mu.Lock()
+	t.g.holding++
+	t.g.mu.Unlock()
+	answered := make(chan lateAnswer, 1)
+	go func() {
+		time.Sleep(p.late)
+		// The sender may have given up or died meanwhile: forward then
+		// applies the request all the same and answers nobody.
+		gone := req.Context().Err() != nil || t.g.isSevered(t.l)
+		resp, err := t.g.forward(t.l, &held)
+		if err == nil && resp.StatusCode/100 == 2 {
+			if gone {
+				t.g.fired.add("applied_late_after_sender_gone")
+			} else {
+				t.g.fired.add("applied_late")
+			}
+		}
+		t.g.mu.Lock()
+		t.g.holding--
+		t.g.mu.Unlock()
+		answered <- lateAnswer{resp, err}
+	}()
+	select {
+	case a := <-answered:
+		return a.resp, a.err
+	case <-req.Context().Done():
+		go drainLate(answered)
+		return nil, context.Cause(req.Context())
+	case <-t.l.dead:
+		go drainLate(answered)
+		return nil, errSevered
+	}
+}
+
+// lateAnswer is what a held request's application returned.
+type lateAnswer struct {
+	resp *http.Response
+	err  error
+}
+
+// drainLate closes the answer of a held request nobody waits for.
+func drainLate(answered <-chan lateAnswer) {
+	if a := <-answered; a.err == nil && a.resp != nil {
+		drain(a.resp)
+	}
+}
+
+// holds reports whether an ApplyLate still holds a request the fake has
+// not applied yet.
+func (g *gate) holds() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.holding > 0
 }

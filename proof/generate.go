@@ -167,11 +167,29 @@ func drawFault(r seedrand.Rand, rooms, span int, g GenOptions) []Event {
 		}
 		return PushNormal, 0
 	}
-	x := r.IntN(112)
+	x := r.IntN(120)
 	if g.NoControl && x >= 64 && x < 92 {
 		x -= 40 // redraw among the transport faults
 	}
 	switch {
+	case x >= 112:
+		// A send Band applies late: held past the sender's request
+		// timeout, so that it gave up on it, or while its sender is
+		// killed, so that it lands in the next life. Always within
+		// lateBound, the bound the agent assumes of Band.
+		if ev.Endpoint == "" || r.IntN(3) > 0 {
+			ev.Endpoint = []fakeband.Endpoint{fakeband.EndpointPost, fakeband.EndpointPost, fakeband.EndpointEvent}[r.IntN(3)]
+		}
+		ev.Kind = ApplyLate
+		if x < 116 {
+			// On the millisecond grid, past the shell's timeout.
+			lo := int(shellGivesUp/time.Millisecond) + 1
+			ev.Delay = time.Duration(lo+r.IntN(int(lateBound/time.Millisecond)-lo)) * time.Millisecond
+			return []Event{ev}
+		}
+		ev.Delay = time.Duration(100+r.IntN(int(lateBound/time.Millisecond)-100)) * time.Millisecond
+		kill := Event{At: at + 1, Kind: []EventKind{KillBefore, KillAfter}[r.IntN(2)]}
+		return []Event{ev, kill}
 	case x >= 108:
 		// A spell of throttling, as a busy load balancer gives, lifted
 		// some requests later.

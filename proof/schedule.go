@@ -23,6 +23,11 @@ type Schedule struct {
 	Durable bool
 	// Events happen in order; see Event.
 	Events []Event
+	// StartAfter is how long (virtual time) after the events before the
+	// start the agent's first life starts: a backlog after an outage, so
+	// the first messages are that old when they are served, and logic
+	// that compares a message's age with the agent's clock matters.
+	StartAfter time.Duration
 }
 
 // EventKind says what an Event does.
@@ -82,6 +87,12 @@ const (
 	// answer takes Delay to come back, so a client with a shorter timeout
 	// gives up on a request that did land.
 	AnswerAfterGiveUp
+	// ApplyLate: the fake holds the request Delay and then applies it,
+	// whatever its sender did meanwhile: a sender that gave up on it
+	// (Delay past its request timeout) or was killed (a kill drawn with
+	// it) still has it applied, as a server that keeps working on an
+	// abandoned request does. The answer goes to a sender still waiting.
+	ApplyLate
 	// RateLimit: from now on the fake throttles the agent as Band's load
 	// balancer does, a token bucket of Count calls refilled at Rate a
 	// second, answering 429 (with a Retry-After when RetryAfter is set,
@@ -96,6 +107,7 @@ var eventNames = [...]string{
 	StaleNext: "stale-next", Interrupt: "interrupt", Stop: "stop", Play: "play",
 	DropSocket: "drop-socket", PushFault: "push-fault", Supersede: "supersede", Join: "join",
 	AppliedThen5xx: "applied-then-5xx", AnswerAfterGiveUp: "answer-after-give-up", RateLimit: "rate-limit",
+	ApplyLate: "apply-late",
 }
 
 // String names the kind as witnesses and traces spell it.
@@ -108,14 +120,14 @@ func (k EventKind) String() string {
 
 // requestBound reports whether the kind acts on one request at the gate.
 func (k EventKind) requestBound() bool {
-	return (k >= KillBefore && k <= StaleNext) || k == AppliedThen5xx || k == AnswerAfterGiveUp
+	return (k >= KillBefore && k <= StaleNext) || k == AppliedThen5xx || k == AnswerAfterGiveUp || k == ApplyLate
 }
 
 // appliesTo reports whether a request-bound event of kind k can act on a
 // request to ep: the two faults that answer an applied request differently
 // make no sense for a socket upgrade, so they wait for the next request.
 func (k EventKind) appliesTo(ep fakeband.Endpoint) bool {
-	return ep != fakeband.EndpointSocket || (k != AppliedThen5xx && k != AnswerAfterGiveUp)
+	return ep != fakeband.EndpointSocket || (k != AppliedThen5xx && k != AnswerAfterGiveUp && k != ApplyLate)
 }
 
 // PushMode is how a control push (or, for PushFault, the next push)
@@ -158,7 +170,7 @@ type Event struct {
 	RetryAfter string
 	Count      int           // ServerError: the burst's length; RateLimit: the bucket's size
 	Rate       float64       // RateLimit: calls a second
-	Delay      time.Duration // Latency, AnswerAfterGiveUp and PushLate
+	Delay      time.Duration // Latency, AnswerAfterGiveUp, ApplyLate and PushLate
 	Push       PushMode      // control kinds and PushFault
 	PushEvent  string        // PushFault: the push it disturbs, e.g. "message_created"
 }
@@ -208,6 +220,8 @@ func (e Event) String() string {
 		fmt.Fprintf(&b, "apply %s, then answer it %d", target, e.Status)
 	case AnswerAfterGiveUp:
 		fmt.Fprintf(&b, "apply %s at once, answer it %s later", target, e.Delay)
+	case ApplyLate:
+		fmt.Fprintf(&b, "hold %s %s, then apply it whatever its sender did", target, e.Delay)
 	case Interrupt, Stop, Play:
 		fmt.Fprintf(&b, "%s %s", e.Kind, room)
 		if e.Push != PushNormal {
@@ -396,3 +410,14 @@ func (s *Schedule) clone() *Schedule {
 	c.Events = append([]Event(nil), s.Events...)
 	return &c
 }
+
+// The prover's model of Band applying a request late (ApplyLate).
+const (
+	// shellGivesUp is the request timeout of the prover's shell: a hold
+	// longer than it is one the shell gave up on.
+	shellGivesUp = 2*time.Second + 311*time.Microsecond
+	// lateBound is the latest the prover's Band applies a held request,
+	// after it was sent: within the settle window the shell assumes
+	// (Config.SettleWindow's default, twice its request timeout).
+	lateBound = 4 * time.Second
+)

@@ -69,28 +69,21 @@ func (t *truth) label(room int, key string) string {
 func (t *truth) processedSeq(id string) int { return oracle.ProcessedSeq(t.marks[id]) }
 
 func (t *truth) failedBefore(id string, seq int) bool {
-	for _, mk := range t.marks[id] {
-		if mk.Kind == fakeband.StatusFailed && mk.Seq < seq && mk.Error != "" {
-			return true
-		}
-	}
-	return false
+	_, failed := oracle.FailedBefore(t.marks[id], seq)
+	return failed
 }
 
 // windowStart is where the message's cycle can have begun: after it was
 // said and after the room's previous message was processed (/next serves
 // a room in order).
 func (t *truth) windowStart(m *sentMessage, done int) int {
-	start := m.Seq
+	var processed []int
 	for _, o := range t.s.messages {
-		if o.Room != m.Room || o.ID == m.ID {
-			continue
-		}
-		if p := t.processedSeq(o.ID); p < done && p > start {
-			start = p
+		if o.Room == m.Room && o.ID != m.ID {
+			processed = append(processed, t.processedSeq(o.ID))
 		}
 	}
-	return start
+	return oracle.WindowStart(m.Seq, done, processed)
 }
 
 // interruptedIn reports whether an interrupt that can have reached the

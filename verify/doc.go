@@ -31,7 +31,7 @@
 // reason naming the defect, the schedule shrunk to the events that still
 // show it, and the command that replays it alone:
 //
-//	BANDONCE_VERIFY_CHECK=kill-after-post BANDONCE_VERIFY_SEED=20260619 BANDONCE_VERIFY_SCHEDULES=1 go test -run '^TestAgentIsExactlyOnce$' .
+//	BANDONCE_VERIFY_CHECK=kill-after-post BANDONCE_VERIFY_SEED=20260619 BANDONCE_VERIFY_SCHEDULES=1 go test -run '^TestAgentIsExactlyOnce$' example.com/youragent
 //
 // The Result carries the same. What a check could not exercise for this
 // agent it logs and lists in Result.NotApplicable: nothing is skipped
@@ -61,7 +61,16 @@
 // Step): every message and event at most once per key and room, each
 // carrying its key, the same effect under the same key at every delivery,
 // none sent after an interrupt or in a stopped room, and no step's fn run
-// again after its result was recorded. External.EffectOnce is the double
+// again after its result was recorded. What a person sees is judged
+// message by message: an answer shown twice (sent with Send and returned
+// as the Reply), a key two things share (one of them never shown). Rooms
+// created and participants added are effects judged like sends; so are
+// effects performed from the Shell's hooks. A later life that skips an
+// effect an earlier life performed, asking nobody, remembered it in
+// memory a real crash loses (KeepsDurableState for an agent with a store
+// of its own). External.Model is a model double that answers differently
+// at every call, so keys derived from its output are caught.
+// External.EffectOnce is the double
 // of an API that honours idempotency keys, such as the one Step hands its
 // fn: one unit of work performed under two idempotency keys is named as a
 // key that is not stable across deliveries.
@@ -99,7 +108,7 @@
 // consumed without a reply), MayPerformNoEffect (a message may be answered
 // without a side effect), NoControlSignals (no socket: interrupt, stop and
 // play, and supersede do not apply), MaxAttempts (the agent's failure
-// budget). An agent that never asks for a socket without declaring
+// budget, per message), KeepsDurableState (a store of its own). An agent that never asks for a socket without declaring
 // NoControlSignals fails, rather than pass the control checks vacuously.
 //
 // # Limits

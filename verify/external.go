@@ -74,6 +74,9 @@ func (x *External) turnOf() *turn {
 	if x.turn != nil || x.obs == nil {
 		return x.turn
 	}
+	if t := x.obs.hookTurn(x.life); t != nil {
+		return t
+	}
 	return x.obs.loopTurn(x.life)
 }
 
@@ -184,8 +187,10 @@ type externalPlan struct {
 	seed uint64
 	// latency bounds one call's duration.
 	minLatency, maxLatency time.Duration
-	// failures is how many first calls of a failing key fail; failShare is
-	// the share of keys that fail.
+	// failures is how many first calls of a failing key fail, and how
+	// many deliveries of one message such failures may fail at most: the
+	// agent's failure budget is per message, however many effects it
+	// performs. failShare is the share of keys that fail.
 	failures  int
 	failShare float64
 	// landShare is the chance that a call cut off by a kill was performed.
@@ -200,7 +205,7 @@ type externalPlan struct {
 func (p externalPlan) String() string {
 	s := fmt.Sprintf("external system: calls take %s to %s", p.minLatency, p.maxLatency)
 	if p.failures > 0 && p.failShare > 0 {
-		s += fmt.Sprintf("; %.0f%% of effect keys fail their first %d call(s)", 100*p.failShare, p.failures)
+		s += fmt.Sprintf("; %.0f%% of effect keys fail their first %d call(s), at most %d deliveries of a message", 100*p.failShare, p.failures, p.failures)
 	}
 	if p.hangKey != "" {
 		s += fmt.Sprintf("; call %d of effect %q hangs for %s unless its context ends", p.hangNth, p.hangKey, hangFor)
@@ -262,10 +267,15 @@ type world struct {
 	// served are the idempotency keys of performed EffectOnce calls;
 	// inFlight those of calls still running.
 	served, inFlight map[string]bool
+	// failedTurns are, per message, the deliveries a failure was injected
+	// into: the plan's failures bound them, not the calls.
+	failedTurns map[string]map[*turn]bool
+	// modelCalls counts the Model double's calls.
+	modelCalls int
 }
 
 func newWorld(plan externalPlan, requests func() int) *world {
-	return &world{plan: plan, start: time.Now(), requests: requests, effects: map[string]int{}, perKey: map[string]int{}, served: map[string]bool{}, inFlight: map[string]bool{}}
+	return &world{plan: plan, start: time.Now(), requests: requests, effects: map[string]int{}, perKey: map[string]int{}, served: map[string]bool{}, inFlight: map[string]bool{}, failedTurns: map[string]map[*turn]bool{}}
 }
 
 // keyRand is a generator for one key's draws: the same for every run of
@@ -293,7 +303,6 @@ func (w *world) begin(life int, key, idempotencyKey string, ctx context.Context,
 		c.latency += time.Duration(r.Int64N(int64(span)))
 	}
 	keyFails := w.keyRand(key, 0).Float64() < p.failShare
-	c.fail = keyFails && nth <= p.failures
 	c.landsOnCrash = r.Float64() < p.landShare
 	c.hang = key == p.hangKey && nth == p.hangNth
 	if ctx.Err() != nil {
@@ -303,9 +312,31 @@ func (w *world) begin(life int, key, idempotencyKey string, ctx context.Context,
 		c.requests = w.requests()
 	}
 	w.mu.Lock()
+	c.fail = keyFails && nth <= p.failures && w.mayFailLocked(tr)
 	w.calls = append(w.calls, c)
 	w.mu.Unlock()
 	return c
+}
+
+// mayFailLocked reports whether a failure may be injected into the
+// delivery tr, and counts it: a message's deliveries that failed stay
+// within the plan's failures, so a message is never given up on because
+// it performs several effects. A call the verifier cannot attribute to a
+// delivery is bounded by its key alone.
+func (w *world) mayFailLocked(tr *turn) bool {
+	if tr == nil {
+		return true
+	}
+	failed := w.failedTurns[tr.msg]
+	if failed == nil {
+		failed = map[*turn]bool{}
+		w.failedTurns[tr.msg] = failed
+	}
+	if !failed[tr] && len(failed) >= w.plan.failures {
+		return false
+	}
+	failed[tr] = true
+	return true
 }
 
 func (w *world) finish(c *effectCall, o callOutcome) {

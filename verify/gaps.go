@@ -14,7 +14,7 @@ import (
 // that need the verifier's records to name their defect.
 func gapVerdict(cfg *config, res proof.Result, o *observation) *verdict {
 	for _, check := range []func(*config, proof.Result, *observation) *verdict{
-		neverConnected, effectKeyChanged, effectAfterSignal, effectOutlived, effectLost, oracleGaps,
+		neverConnected, effectKeyChanged, effectKeyTaken, stateSurvived, effectAfterSignal, effectOutlived, effectLost, oracleGaps,
 	} {
 		if v := check(cfg, res, o); v != nil {
 			return v
@@ -65,29 +65,122 @@ func (o *observation) turnsByMessage() map[string][]*turn {
 }
 
 // effectKeyChanged: a later delivery of a message performed an effect
-// under a key its earlier deliveries never used, and never asked about
-// what they had performed: the key is not stable across deliveries (a
-// per-process or per-attempt part in it), so an idempotency check under
-// it cannot recognise the effect already done, and it is done again.
+// under a key no earlier delivery called, while an effect an earlier
+// delivery performed went unrecognised by it: neither asked about, nor
+// called again, nor skipped as part of a step whose record it read. The
+// key is not stable across deliveries (a per-process or per-attempt part
+// in it), so an idempotency check under it cannot recognise the effect
+// already done, and it is done again.
 func effectKeyChanged(_ *config, _ proof.Result, o *observation) *verdict {
 	calls, _ := o.world.snapshot()
-	performed := map[*turn][]string{}
+	byTurn := map[*turn][]effectCall{}
 	for _, c := range calls {
-		if c.outcome == outcomePerformed && c.turn != nil {
-			performed[c.turn] = append(performed[c.turn], c.key)
+		if c.turn != nil {
+			byTurn[c.turn] = append(byTurn[c.turn], c)
 		}
 	}
 	byMsg := o.turnsByMessage()
 	for _, msg := range sortedKeys(byMsg) {
-		var before []string
+		var earlier []effectCall // performed by the deliveries before
+		called := map[string]bool{}
 		for _, t := range byMsg[msg] {
-			keys := performed[t]
-			if len(before) > 0 && len(keys) > 0 && !touchedAny(o, t, before) && !contains(before, keys[0]) {
-				return &verdict{"effect-key-changed", fmt.Sprintf(
-					"the effect key changed between deliveries of %s (%q, then %q): the later delivery could not recognise the effect already performed, so it was performed again under a new key",
-					o.label(msg), before[0], keys[0])}
+			fresh := ""
+			for _, c := range byTurn[t] {
+				if c.outcome == outcomePerformed && !called[c.key] {
+					fresh = c.key
+					break
+				}
 			}
-			before = append(before, keys...)
+			if fresh != "" {
+				for _, c := range earlier {
+					if !touchedAny(o, t, []string{c.key}) && !o.recalledBy(t, c) {
+						return &verdict{"effect-key-changed", fmt.Sprintf(
+							"the effect key changed between deliveries of %s (%q, then %q): the later delivery could not recognise the effect already performed, so it was performed again under a new key: "+
+								"derive the key from the message (its ID, a natural key in its text), never from a model's output, the attempt, the process or the clock",
+							o.label(msg), c.key, fresh)}
+					}
+				}
+			}
+			for _, c := range byTurn[t] {
+				called[c.key] = true
+				if c.outcome == outcomePerformed {
+					earlier = append(earlier, c)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// effectKeyTaken: an effect one message's turn performed was asked about
+// or called by a turn of another message, which took it for its own: the
+// key names more than one message's unit of work, so the second message's
+// effect is lost (a tool call's id, numbered from zero in every response,
+// is such a key). MayPerformNoEffect lifts it, as it lifts effectMissing:
+// an agent that does some work once per room or per person says so.
+func effectKeyTaken(cfg *config, _ proof.Result, o *observation) *verdict {
+	if cfg.noEffect {
+		return nil
+	}
+	calls, _ := o.world.snapshot()
+	o.mu.Lock()
+	turns := append([]*turn(nil), o.turns...)
+	o.mu.Unlock()
+	for _, c := range calls {
+		if c.outcome != outcomePerformed || c.turn == nil {
+			continue
+		}
+		for _, u := range turns {
+			if u.msg == c.turn.msg || !touchedAny(o, u, []string{c.key}) {
+				continue
+			}
+			return &verdict{"effect-key-shared", fmt.Sprintf(
+				"a lost effect: %s's turn performed the effect %q, and a turn of %s asked about the same key and took it for its own: "+
+					"a key names one message's unit of work (put the message's ID in it; a model's tool call ids restart at call_0 in every response)",
+				o.label(c.turn.msg), c.key, o.label(u.msg))}
+		}
+	}
+	return nil
+}
+
+// stateSurvived: a delivery in a later life of a message whose effect an
+// earlier life's handler performed skipped that effect without asking
+// anyone: it asked External nothing, read nothing from Band, recalled no
+// step, and still answered. It knew from state that survived the kill
+// (a package-level variable, a cache the Factory's lives share), which a
+// real crash loses: in production that redelivery performs the effect
+// again. KeepsDurableState lifts it, for an agent with a store of its own.
+func stateSurvived(cfg *config, _ proof.Result, o *observation) *verdict {
+	if cfg.ownState {
+		return nil
+	}
+	calls, _ := o.world.snapshot()
+	byTurn := map[*turn]bool{}
+	for _, c := range calls {
+		if c.turn != nil {
+			byTurn[c.turn] = true
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, c := range calls {
+		if c.outcome != outcomePerformed || c.turn == nil || !c.turn.handler {
+			continue
+		}
+		for _, t := range o.turns {
+			if !t.handler || t.msg != c.turn.msg || t.life <= c.turn.life || !t.ok || t.asked ||
+				byTurn[t] || len(t.touched) > 0 || len(t.recalled) > 0 {
+				continue
+			}
+			label := o.labels[t.msg]
+			if label == "" {
+				label = t.msg
+			}
+			return &verdict{"state-survived", fmt.Sprintf(
+				"state that a restart loses: after the kill, life %d's delivery of %s skipped the effect %q that life %d performed without asking External, Band or its ledger: "+
+					"it remembered it in memory the kill did not clear (a package-level variable, a cache its lives share), which a real crash loses: "+
+					"ask External.Performed, or record the effect in a Message.Step (KeepsDurableState if it has a durable store of its own)",
+				t.life, label, c.key, c.turn.life)}
 		}
 	}
 	return nil
@@ -98,15 +191,6 @@ func touchedAny(o *observation, t *turn, keys []string) bool {
 	defer o.mu.Unlock()
 	for _, k := range keys {
 		if t.touched[k] {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
 			return true
 		}
 	}
@@ -129,8 +213,8 @@ func effectAfterSignal(_ *config, res proof.Result, o *observation) *verdict {
 			}
 			if t.start < s.Tick && c.end > s.Tick && (end == 0 || end > s.Tick) {
 				return &verdict{"effect-after-signal", fmt.Sprintf(
-					"work went on %s: the effect %q of %s completed after the %s reached the agent, because its call was not cancelled",
-					signalWhere(s.Kind), c.key, o.label(t.msg), s.Kind)}
+					"work went on %s: the effect %q of %s completed after the %s reached the agent, because its call was not cancelled%s",
+					signalWhere(s.Kind), c.key, o.label(t.msg), s.Kind, signalHint(res, o, t.room, t.msg, s.Kind))}
 			}
 		}
 	}
@@ -205,6 +289,12 @@ func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
 		if c.turn == nil || !answered[c.turn.msg] || effects[c.key] > 0 || c.outcome == outcomeRefused || c.outcome == outcomeRunning {
 			continue
 		}
+		if !o.answeredBy(c.turn) && !o.touchedLater(c) {
+			// The delivery that made the call did not answer, and no
+			// later one asked for it again: a plan that changed (a
+			// model's), not an answer that took a lost call for done.
+			continue
+		}
 		return &verdict{"effect-lost", fmt.Sprintf(
 			"%s was answered, but its effect %q never happened: the call %s and the agent replied as if it had succeeded",
 			o.label(c.turn.msg), c.key, lostHow(c.outcome))}
@@ -214,14 +304,21 @@ func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
 	}
 	done := map[string]bool{} // messages with an effect performed in one of their turns
 	var some string           // an effect the agent performed
+	hooked := false           // some effect was performed from a hook
 	for _, c := range calls {
 		if c.outcome != outcomePerformed {
 			continue
 		}
 		if c.turn == nil {
-			return nil // an effect the verifier cannot attribute: it cannot tell who lacks one
+			// An effect the verifier cannot attribute: it cannot tell
+			// who lacks one, and says so rather than pass in silence.
+			o.mu.Lock()
+			o.notes[outsideTurn] = true
+			o.mu.Unlock()
+			return nil
 		}
 		done[c.turn.msg], some = true, c.key
+		hooked = hooked || c.turn.hook
 	}
 	if some == "" {
 		return nil
@@ -234,6 +331,12 @@ func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
 	o.mu.Unlock()
 	for _, msg := range sortedKeys(answered) {
 		if turned[msg] && !done[msg] {
+			if hooked {
+				return &verdict{"effect-missing", fmt.Sprintf(
+					"%s was answered, but its effect was never performed, though the agent performs one for other messages (%q) from a hook: "+
+						"a hook runs after the message is settled, so a crash in between loses the effect: perform it in the handler, as a Message.Step",
+					o.label(msg), some)}
+			}
 			return &verdict{"effect-missing", fmt.Sprintf(
 				"%s was answered, but none of its deliveries performed an effect, though the agent performs one for other messages (%q): "+
 					"a check under a key that covers more than the message took another's effect for its own (MayPerformNoEffect if some messages need none)",
@@ -241,6 +344,39 @@ func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
 		}
 	}
 	return nil
+}
+
+// answeredBy reports whether t is the delivery whose reply its life saw
+// posted: the last turn of its message in its life, which replied.
+func (o *observation) answeredBy(t *turn) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.repliedOK[lifeMessage{t.life, t.msg}] {
+		return false
+	}
+	for _, u := range o.turns {
+		if u.life == t.life && u.msg == t.msg && u.start > t.start {
+			return false
+		}
+	}
+	return true
+}
+
+// outsideTurn is the note for effects performed outside any turn.
+const outsideTurn = "an effect was performed outside any turn (not from a handler, a hook of the Shell adapter, or a loop's turn opened with External.Started): " +
+	"the verifier cannot tell which message it belongs to, so it did not judge whether every answered message had its effect"
+
+// touchedLater reports whether a turn of c's message other than c's own
+// asked about or called c's key.
+func (o *observation) touchedLater(c effectCall) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, t := range o.turns {
+		if t != c.turn && t.msg == c.turn.msg && t.touched[c.key] {
+			return true
+		}
+	}
+	return false
 }
 
 func lostHow(o callOutcome) string {

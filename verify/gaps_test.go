@@ -91,7 +91,7 @@ var gapCatalogue = []broken{
 			}
 		}
 		return reply(m, ""), nil
-	}), nil, []string{"none of its deliveries performed an effect"}},
+	}), nil, []string{"none of its deliveries performed an effect", "took it for its own"}},
 	{"a loop that lets its effect run on after an interrupt or a stop", sockLoop(sockFlaws{effectUncancelled: true}),
 		nil, []string{"completed after the interrupt reached the agent", "completed after the stop reached the agent"}},
 	{"a loop that leaves an interrupted message for replay", sockLoop(sockFlaws{replayInterrupt: true}),

@@ -40,6 +40,9 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 	if v := effectKeysUnstable(o, landedKeys(res)); v != nil {
 		return v
 	}
+	if v := keyReused(o); v != nil {
+		return v
+	}
 	if v := eventTwice(o, res); v != nil {
 		return v
 	}
@@ -49,10 +52,19 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 	if v := noticeForAnswered(o, res); v != nil {
 		return v
 	}
+	if v := shownTwice(o, res); v != nil {
+		return v
+	}
+	if v := bandEffectTwice(o); v != nil {
+		return v
+	}
+	if v := controlNotRejoined(o); v != nil {
+		return v
+	}
 	if v := gapVerdict(cfg, res, o); v != nil {
 		return v
 	}
-	return fromOracle(cfg, res)
+	return fromOracle(cfg, res, o)
 }
 
 func failedAfterReply(o *observation) *verdict {
@@ -68,7 +80,8 @@ func keyChanged(o *observation) *verdict {
 	for _, id := range sortedKeys(o.keys) {
 		if ks := withMarker(o.keys[id]); len(ks) > 1 {
 			return &verdict{"key-changed", fmt.Sprintf(
-				"the dedup key changed between deliveries of %s (%q, then %q), so the guard cannot recognise its own reply",
+				"the dedup key changed between deliveries of %s (%q, then %q), so the guard cannot recognise its own reply: "+
+					"derive the key from the message (its ID, a natural key in its text), never from a model's output, the attempt or the clock",
 				o.label(id), ks[0], ks[1])}
 		}
 	}
@@ -124,10 +137,54 @@ func effectTwice(o *observation) *verdict {
 					"a non-idempotent side effect: the effect %q was performed %d times, under the idempotency keys %q and %q: the key handed to the system is not stable across deliveries (take it from Message.Step)", k, n, a, b)}
 			}
 			return &verdict{"effect-twice", fmt.Sprintf(
-				"a non-idempotent side effect: the effect %q was performed %d times", k, n)}
+				"a non-idempotent side effect: the effect %q was performed %d times%s", k, n, o.twiceHint(calls, k))}
 		}
 	}
 	return nil
+}
+
+// twiceHint names the fix for an effect performed twice, by who
+// performed it: two messages (a key too coarse), one delivery, or several
+// deliveries of one message.
+func (o *observation) twiceHint(calls []effectCall, key string) string {
+	var turns []*turn
+	for _, c := range calls {
+		if c.key == key && c.outcome == outcomePerformed {
+			turns = append(turns, c.turn)
+			if c.idempotencyKey == "" && o.inStep(c) {
+				return ", inside a Message.Step whose record the next life did not have (a MemoryLedger is lost with the process): " +
+					"hand the step's idempotency key to the system (External.EffectOnce), or use a durable Ledger"
+			}
+		}
+	}
+	if len(turns) < 2 || turns[0] == nil || turns[1] == nil {
+		return ": ask External.Performed (or run the effect as a Message.Step) before performing it, so a redelivery does not do it again"
+	}
+	switch {
+	case turns[0].hook || turns[1].hook:
+		return ", from a hook, which runs again for a message delivered again: ask External.Performed first, or perform it in the handler, as a Message.Step"
+	case turns[0].msg != turns[1].msg:
+		return ", by two messages: a key names one message's unit of work (put the message's ID in it)"
+	case turns[0] == turns[1]:
+		return ", by one delivery: the handler performs it again itself (a retry loop that does not check, or two calls)"
+	}
+	return ", by two deliveries of one message: ask External.Performed (or run the effect as a Message.Step) before performing it, so a redelivery does not do it again"
+}
+
+// inStep reports whether the call c was made while a step's fn ran for
+// its message.
+func (o *observation) inStep(c effectCall) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if c.turn == nil {
+		return false
+	}
+	for _, sp := range o.steps {
+		if sp.msg == c.turn.msg && sp.start <= c.begin && (sp.end == 0 || c.begin <= sp.end) {
+			return true
+		}
+	}
+	return false
 }
 
 // twoIdempotencyKeys returns two distinct idempotency keys under which
@@ -217,7 +274,7 @@ func callHung(o *observation) *verdict {
 }
 
 // fromOracle names the defect behind the engine's violation.
-func fromOracle(cfg *config, res proof.Result) *verdict {
+func fromOracle(cfg *config, res proof.Result, o *observation) *verdict {
 	v := res.Violation
 	if v == nil {
 		return nil
@@ -238,6 +295,15 @@ func fromOracle(cfg *config, res proof.Result) *verdict {
 		if hint := quotedKey(res.Schedule, strings.Fields(v.Reason)[0]); hint != "" {
 			return &verdict{"oracle:" + string(v.Invariant), what + ": " + v.Reason + "; " + hint}
 		}
+	case v.Invariant == proof.InterruptSilence || v.Invariant == proof.StopSilence:
+		kind := proof.Interrupt
+		if v.Invariant == proof.StopSilence {
+			kind = proof.Stop
+		}
+		if room, msg := saidBy(res, strings.TrimSuffix(strings.Fields(v.Reason)[0], "'s")); msg != "" {
+			what += ": " + v.Reason + signalHint(res, o, room, msg, kind)
+			return &verdict{"oracle:" + string(v.Invariant), what}
+		}
 	case v.Invariant == proof.NonePending && res.Violations[proof.Quiet] > 0:
 		return &verdict{"oracle:" + string(proof.Quiet), "a stalled room: " + v.Reason + ", and the system never went quiet"}
 	}
@@ -245,6 +311,16 @@ func fromOracle(cfg *config, res proof.Result) *verdict {
 		what = string(v.Invariant)
 	}
 	return &verdict{"oracle:" + string(v.Invariant), what + ": " + v.Reason}
+}
+
+// saidBy finds the room and id of the message a label names.
+func saidBy(res proof.Result, label string) (room, msg string) {
+	for _, s := range res.Said {
+		if s.Label == label {
+			return s.RoomID, s.ID
+		}
+	}
+	return "", ""
 }
 
 // notes lists, sorted, the run's remarks on what it could not exercise.

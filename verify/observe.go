@@ -70,8 +70,21 @@ type observation struct {
 	// effectKeys their keys.
 	effects    []effectSend
 	effectKeys map[string]bool
-	// stepWrites counts the step results each life's ledger recorded.
+	// replies are the Replies the Shell adapter's handlers returned;
+	// lookups the keys their turns' Sends and Events looked up.
+	replies, lookups []sent
+	// servedAt are the ticks at which /next served each message to a
+	// life.
+	servedAt map[lifeMessage][]int64
+	// sockets are the agent's socket connections, watched.
+	sockets []*socketConn
+	// bandEffects are the turns' writes to Band besides posts (see
+	// bandEffectKinds).
+	bandEffects []*bandEffect
+	// stepWrites counts the step results each life's ledger recorded;
+	// steps are the runs of steps' fns.
 	stepWrites map[stepRecord]int
+	steps      []*stepSpan
 }
 
 type lifeRoom struct {
@@ -102,7 +115,7 @@ func newObservation(plan externalPlan) *observation {
 		open: map[lifeRoom]string{}, keys: map[string][]string{}, keyLife: map[string]map[string]int{},
 		repliedOK: map[lifeMessage]bool{}, labels: map[string]string{}, notes: map[string]bool{}, rooms: map[string]bool{},
 		running: map[lifeMessage]context.Context{}, delivery: map[lifeRoom]int{},
-		effectKeys: map[string]bool{}, stepWrites: map[stepRecord]int{},
+		effectKeys: map[string]bool{}, stepWrites: map[stepRecord]int{}, servedAt: map[lifeMessage][]int64{},
 	}
 	o.world = newWorld(plan, o.requestsCompleted)
 	o.world.tick = o.ticker
@@ -138,7 +151,7 @@ func (o *observation) env(ctx context.Context, pe proof.Env) Env {
 	}
 	o.mu.Unlock()
 	return Env{
-		HTTPClient: &http.Client{Transport: &recorder{o: o, life: pe.Life, inner: pe.HTTPClient.Transport}},
+		HTTPClient: &http.Client{Transport: &recorder{o: o, life: pe.Life, inner: pe.HTTPClient.Transport, agentID: pe.AgentID}},
 		BaseURL:    pe.BaseURL,
 		SocketURL:  pe.SocketURL,
 		APIKey:     pe.APIKey,
@@ -158,6 +171,9 @@ type recorder struct {
 	onSocket func(io.ReadWriteCloser) io.ReadWriteCloser
 	// onRequest, if set, sees every request before it is sent.
 	onRequest func(ep fakeband.Endpoint)
+	// agentID is the agent's; conns counts its socket connections.
+	agentID string
+	conns   int
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -195,10 +211,19 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		o.mu.Unlock()
 	}
+	if x := ExternalFrom(req.Context()); req.Method == http.MethodGet && x != nil && x.turn != nil {
+		o.mu.Lock()
+		x.turn.asked = true
+		o.mu.Unlock()
+	}
+	be := r.noteBandEffect(req)
 	resp, err := r.inner.RoundTrip(req)
 	r.noteRejection(req, room, resp, err)
 	o.mu.Lock()
 	o.completed++
+	if be != nil && err == nil && resp.StatusCode/100 == 2 {
+		be.landed = true
+	}
 	if ep == fakeband.EndpointPost && msg != "" && err == nil && resp.StatusCode/100 == 2 {
 		o.repliedOK[lifeMessage{r.life, msg}] = true
 	}
@@ -206,9 +231,13 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if ep == fakeband.EndpointNext && err == nil && resp.StatusCode == http.StatusOK {
 		r.noteServed(resp)
 	}
-	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && r.onSocket != nil {
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
 		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
-			resp.Body = r.onSocket(rwc)
+			rwc = r.watchSocket(rwc, r.agentID)
+			if r.onSocket != nil {
+				rwc = r.onSocket(rwc)
+			}
+			resp.Body = rwc
 		}
 	}
 	return resp, err
@@ -236,8 +265,11 @@ func (r *recorder) noteServed(resp *http.Response) {
 	if len(fields) == 0 {
 		return
 	}
+	tick := r.o.ticker()
 	r.o.mu.Lock()
 	r.o.labels[body.Data.ID] = fields[0]
+	lm := lifeMessage{r.life, body.Data.ID}
+	r.o.servedAt[lm] = append(r.o.servedAt[lm], tick)
 	r.o.mu.Unlock()
 }
 

@@ -35,6 +35,7 @@ type config struct {
 	mayNotReply bool
 	noEffect    bool
 	noControl   bool
+	ownState    bool
 	maxAttempts int
 	only        map[string]bool
 	// fromEnv records which settings the environment overrode, for logs;
@@ -67,6 +68,14 @@ func MayNotReply() Option { return optionFunc(func(c *config) { c.mayNotReply = 
 // Without it, an agent that performs effects must perform at least one
 // for every message it answers; every other rule stands.
 func MayPerformNoEffect() Option { return optionFunc(func(c *config) { c.noEffect = true }) }
+
+// KeepsDurableState declares that the agent remembers what it did in a
+// durable store of its own that the verifier cannot see (a database
+// table of effects done). Without it, a life that skips an effect an
+// earlier life performed, without asking External, Band or its ledger,
+// is judged to remember what a real crash loses (a package-level
+// variable, a cache its lives share); every other rule stands.
+func KeepsDurableState() Option { return optionFunc(func(c *config) { c.ownState = true }) }
 
 // NoControlSignals declares that the agent keeps no socket, so it cannot
 // hear interrupt, stop, play or supersede. The checks that need them say

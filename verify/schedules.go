@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"time"
@@ -143,7 +144,22 @@ func (b *builder) faulted(lo, hi int, draw func(rooms, span int) []proof.Event) 
 	rooms := b.r.Between(1, 2)
 	events, span := b.says(rooms, lo, hi)
 	events = append(events, draw(rooms, span)...)
-	return trial{sched: b.schedule(rooms, events), ext: b.plan()}
+	s := b.schedule(rooms, events)
+	s.StartAfter = b.outage()
+	return trial{sched: s, ext: b.plan()}
+}
+
+// outage draws, for one schedule in four, how long the agent was down
+// before its first life: ten minutes to three hours of virtual time, so
+// the messages said before it are that old when it serves them. It draws
+// from a stream of its own, so the schedules' other draws stay as they
+// were.
+func (b *builder) outage() time.Duration {
+	r := rand.New(rand.NewPCG(uint64(b.seed), 0x6f757461676521))
+	if r.IntN(4) != 0 {
+		return 0
+	}
+	return (10*time.Minute + time.Duration(r.Int64N(int64(170*time.Minute)))).Truncate(time.Second)
 }
 
 func (b *builder) kills(kind proof.EventKind, ep fakeband.Endpoint) func(rooms, span int) []proof.Event {
@@ -297,7 +313,8 @@ func (b *builder) longRoom() trial {
 func (b *builder) controlled(kind proof.EventKind) trial {
 	events, span := b.says(1, 1, 3)
 	base := trial{sched: b.schedule(1, slices.Clone(events)), ext: b.plan()}
-	calls, _ := b.run.simulate(base).obs.world.snapshot()
+	obs := b.run.simulate(base).obs
+	calls, _ := obs.world.snapshot()
 	b.sawEffects = len(calls) > 0
 	tr := base
 	var signal proof.Event
@@ -313,6 +330,9 @@ func (b *builder) controlled(kind proof.EventKind) trial {
 	if b.r.IntN(8) == 0 {
 		signal.Push = proof.PushDuplicated
 	}
+	hang := hangAt{tr.ext.hangKey, tr.ext.hangNth}
+	events = append(events, b.widen(kind, &signal, calls, obs.turnStarts(), &hang)...)
+	tr.ext.hangKey, tr.ext.hangNth = hang.key, hang.nth
 	events = append(events, signal)
 	if kind == proof.Stop {
 		play := proof.Event{At: signal.At + b.r.Between(1, 6), After: b.r.Duration(100*time.Millisecond, 2*time.Second), Kind: proof.Play}
@@ -323,6 +343,53 @@ func (b *builder) controlled(kind proof.EventKind) trial {
 	}
 	tr.sched = b.schedule(1, events)
 	return tr
+}
+
+// hangAt names the call of the external system that hangs.
+type hangAt struct {
+	key string
+	nth int
+}
+
+// widen moves a control check's signal beyond the one window it aims at,
+// drawing from a stream of its own so the schedule's other draws stay as
+// they were: a third of the signals come in the window before a handler
+// starts (its message claimed, the processing mark's answer on its way), a third of the interrupts are agent-wide (no room_id), a
+// third of the interrupts come twice, seconds apart, each at a turn (the
+// second at the last message's call, made to hang), and
+// a third of the schedules drop the socket before the signal, so it
+// reaches the agent on a new connection. It returns the events it adds.
+func (b *builder) widen(kind proof.EventKind, signal *proof.Event, calls []effectCall, starts []int, hang *hangAt) []proof.Event {
+	x := rand.New(rand.NewPCG(uint64(b.seed), 0x7369676e616c73))
+	var out []proof.Event
+	if len(starts) > 0 && x.IntN(3) == 0 {
+		// Band applies the processing mark at once and answers it late:
+		// the signal comes while the agent waits for that answer, its
+		// message claimed and its handler not started.
+		k := max(starts[x.IntN(len(starts))], 1)
+		d := 300*time.Millisecond + time.Duration(x.Int64N(int64(300*time.Millisecond)))
+		out = append(out, proof.Event{At: max(k-2, 1), Kind: proof.AnswerAfterGiveUp, Endpoint: fakeband.EndpointProcessing, Delay: d})
+		signal.At, signal.After = k, d/2
+	}
+	if kind == proof.Interrupt && x.IntN(3) == 0 {
+		signal.Room = -1
+	}
+	if kind == proof.Interrupt && x.IntN(3) == 0 && len(calls) > 0 {
+		// The second comes at the last message's call, which hangs until
+		// its context ends, so the interrupt finds it in flight however
+		// the first one shortened the run.
+		last := calls[len(calls)-1]
+		if first := calls[0]; first.turn != nil && last.turn != nil && first.turn.msg != last.turn.msg {
+			again := *signal
+			again.At, again.After, again.Push = last.requests+1, time.Second+time.Duration(x.Int64N(int64(2*time.Second))), proof.PushNormal
+			out = append(out, again)
+			*hang = hangAt{last.key, last.nth}
+		}
+	}
+	if x.IntN(3) == 0 && signal.At > 2 {
+		out = append(out, proof.Event{At: max(signal.At/2, 1), Kind: proof.DropSocket})
+	}
+	return out
 }
 
 func (b *builder) supersede() trial {

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -24,10 +25,12 @@ const (
 // the Env. Timing fields left zero get short values suited to the
 // simulation, and Retry.Seed, if zero, the life's seed, so runs replay.
 //
-// Leave cfg.Ledger nil, so every life gets a fresh MemoryLedger: a Ledger
-// set in cfg would be shared by every life of every schedule (and by the
-// re-runs that shrink a violation), so one schedule's records would leak
-// into the next. The adapter watches the ledger's step records, to judge
+// Leave cfg.Ledger nil, or a *bandonce.MemoryLedger, and every life gets
+// a fresh MemoryLedger (with its cap), as after a real crash. Any other
+// Ledger set in cfg is shared by every life of every schedule (and by the
+// re-runs that shrink a violation): a durable one as a database is, one
+// that is not durable kept across kills that would lose it, which the
+// Result's NotApplicable says. The adapter watches the ledger's step records, to judge
 // that no step runs again after its result was recorded.
 // Every handler call gets the life's External through its context (see
 // ExternalFrom). The adapter records each call, through External.Started
@@ -43,17 +46,29 @@ func Shell(h bandonce.Handler, cfg ...bandonce.Config) Factory {
 			c := base
 			c.APIKey, c.BaseURL, c.SocketURL, c.HTTPClient = env.APIKey, env.BaseURL, env.SocketURL, env.HTTPClient
 			c.Handler = observeHandler(h, env)
+			c.Hooks = observeHooks(c.Hooks, env)
 			if c.Logger == nil {
 				// The schedule's faults are deliberate; the shell's
 				// warnings about them would bury the test's own output.
 				c.Logger = slog.New(slog.DiscardHandler)
 			}
 			fillTiming(&c, env.Seed)
-			if c.Ledger == nil {
+			switch l := c.Ledger.(type) {
+			case nil:
 				c.Ledger = bandonce.NewMemoryLedger()
+			case *bandonce.MemoryLedger:
+				// A process's memory dies with it: every life gets its
+				// own, as after a real crash, whatever cfg shares.
+				c.Ledger = &bandonce.MemoryLedger{MaxKeysPerRoom: l.MaxKeysPerRoom}
+			default:
+				if o := env.External.obs; o != nil && !l.Durable() {
+					o.mu.Lock()
+					o.notes[fmt.Sprintf(sharedLedger, l)] = true
+					o.mu.Unlock()
+				}
 			}
 			if o := env.External.obs; o != nil {
-				c.Ledger = &stepLedger{Ledger: c.Ledger, o: o}
+				c.Ledger = &stepLedger{Ledger: c.Ledger, o: o, life: env.Life}
 			}
 			sh, err := bandonce.New(c)
 			if err != nil {
@@ -84,6 +99,42 @@ func fillTiming(c *bandonce.Config, seed uint64) {
 	if c.Retry.Seed == 0 {
 		c.Retry.Seed = seed | 1
 	}
+}
+
+// sharedLedger is the note for a Ledger in cfg that is not durable: the
+// lives share what a crash loses.
+const sharedLedger = "the Config's Ledger (%T) is not durable, yet every life of the agent shares it: a kill here keeps what a real crash loses, so the crash checks judge less than they say (leave Config.Ledger nil, or use a durable Ledger)"
+
+// observeHooks wraps the hooks that concern one message, so an effect
+// performed from one (billing on an outcome) belongs to a turn of that
+// message and is judged like the handler's: at most once, under a stable
+// key, and not lost by a crash between the outcome and the hook.
+func observeHooks(h bandonce.Hooks, env Env) bandonce.Hooks {
+	o := env.External.obs
+	if o == nil {
+		return h
+	}
+	around := func(room, msg string, call func()) {
+		t := o.openHookTurn(env.Life, room, msg)
+		defer o.closeTurn(t)
+		call()
+	}
+	for _, hook := range []*func(bandonce.Outcome){&h.Outcome, &h.DeadLetter} {
+		if next := *hook; next != nil {
+			*hook = func(out bandonce.Outcome) { around(out.RoomID, out.MessageID, func() { next(out) }) }
+		}
+	}
+	if next := h.DeliveryEnd; next != nil {
+		h.DeliveryEnd = func(ctx context.Context, d bandonce.Delivery) {
+			around(d.RoomID, d.MessageID, func() { next(ctx, d) })
+		}
+	}
+	if next := h.HandlerEnd; next != nil {
+		h.HandlerEnd = func(ctx context.Context, d bandonce.Delivery, took time.Duration, err error) {
+			around(d.RoomID, d.MessageID, func() { next(ctx, d, took, err) })
+		}
+	}
+	return h
 }
 
 // observeHandler wraps h so the verifier knows when each call started,
@@ -121,12 +172,14 @@ func observeHandler(h bandonce.Handler, env Env) bandonce.Handler {
 		o.mu.Lock()
 		delete(o.running, running)
 		call.returned, call.end = true, time.Now()
+		bound.turn.ok = err == nil
 		if reply != nil { // the key the handler chose, posted or not
 			key := reply.DedupKey
 			if key == "" {
 				key = bandonce.DefaultKey(m.ID)
 			}
 			o.noteKeyLocked(m.ID, key, env.Life)
+			o.noteReplyLocked(env.Life, m.RoomID, m.ID, key, reply.Content)
 		}
 		o.mu.Unlock()
 		return reply, err

@@ -23,6 +23,10 @@ type sockFlaws struct {
 	effectUncancelled bool // the effect runs on the life's context: a signal is only looked at after it
 	ignoreSupersede   bool // the supersede push is ignored; the loop polls on without its socket
 	noControlTopic    bool // the socket joins agent_rooms only, so no control push reaches it
+	ignoreAgentWide   bool // a signal without a room_id (agent-wide) is ignored
+	armLate           bool // the turn is armed after the processing mark: a signal before finds none
+	debounce          bool // a second signal of one mode within five seconds is taken for a repeat
+	controlOnce       bool // agent_control is joined on the first connection only
 }
 
 var errSupersededLoop = errors.New("another connection of the agent took over")
@@ -58,6 +62,8 @@ type sockAgent struct {
 	rooms      map[string]*sockRoom
 	seen       map[string]bool // correlation ids already handled
 	ackPending map[string]bool // messages whose fate is settled; only the processed mark is owed
+	lastSignal map[string]time.Time
+	connected  int // connections opened
 }
 
 type sockRoom struct {
@@ -154,7 +160,11 @@ func (a *sockAgent) listen(ctx context.Context) bool {
 	}
 	defer func() { _ = conn.CloseNow() }()
 	topics := []string{"agent_control:" + a.env.AgentID, "agent_rooms:" + a.env.AgentID}
-	if a.fl.noControlTopic {
+	a.mu.Lock()
+	a.connected++
+	again := a.connected > 1
+	a.mu.Unlock()
+	if a.fl.noControlTopic || (a.fl.controlOnce && again) {
 		topics = topics[1:]
 	}
 	for i, topic := range topics {
@@ -208,6 +218,18 @@ func (a *sockAgent) onControl(payload json.RawMessage) {
 			return // Band does not deduplicate its pushes
 		}
 		a.seen[c.CorrelationID] = true
+	}
+	if a.fl.ignoreAgentWide && c.RoomID == nil {
+		return
+	}
+	if a.fl.debounce {
+		if last, ok := a.lastSignal[c.Mode]; ok && time.Since(last) < 5*time.Second {
+			return // a repeat of the same button, it thought
+		}
+		if a.lastSignal == nil {
+			a.lastSignal = map[string]time.Time{}
+		}
+		a.lastSignal[c.Mode] = time.Now()
 	}
 	for id, r := range a.rooms {
 		if c.RoomID != nil && *c.RoomID != id {
@@ -311,16 +333,24 @@ func (a *sockAgent) serve(ctx context.Context, room string) bool {
 	if err != nil || m == nil {
 		return false
 	}
-	t := a.arm(room, epoch)
-	if t == nil {
-		return false // stopped while /next was in flight: leave the message
+	var t *sockTurn
+	if !a.fl.armLate {
+		if t = a.arm(room, epoch); t == nil {
+			return false // stopped while /next was in flight: leave the message
+		}
+		defer a.disarm(room, t)
 	}
-	defer a.disarm(room, t)
 	if _, err := a.c.Processing(ctx, room, m.ID); err != nil {
-		if a.abortOf(t) == "interrupt" {
+		if t != nil && a.abortOf(t) == "interrupt" {
 			a.settled(m.ID) // consume it when it comes back
 		}
 		return true
+	}
+	if a.fl.armLate {
+		if t = a.arm(room, epoch); t == nil {
+			return true
+		}
+		defer a.disarm(room, t)
 	}
 	if a.pending(m.ID) {
 		a.ack(ctx, room, m.ID)

@@ -138,14 +138,80 @@ func (o *observation) isEffectKey(key string) bool {
 // every step result it records.
 type stepLedger struct {
 	bandonce.Ledger
-	o *observation
+	o    *observation
+	life int
+}
+
+// stepSpan is one run of a step's fn, from the ledger's answer that it
+// was not done to the record of its result: the effects called in it
+// belong to the step, and a later delivery that reads the record skips
+// them rightly.
+type stepSpan struct {
+	msg, name  string
+	start, end int64 // end is 0 until the result is recorded
+}
+
+// Step reads the record, and notes what the read means: the running
+// turn recalls a step done before, or begins its fn.
+func (l *stepLedger) Step(ctx context.Context, room, messageID, name string) ([]byte, bool, error) {
+	result, done, err := l.Ledger.Step(ctx, room, messageID, name)
+	if err != nil {
+		return result, done, err
+	}
+	tick := l.o.ticker()
+	l.o.mu.Lock()
+	defer l.o.mu.Unlock()
+	if !done {
+		l.o.steps = append(l.o.steps, &stepSpan{msg: messageID, name: name, start: tick})
+		return result, done, err
+	}
+	for _, t := range l.o.turns {
+		if t.handler && t.life == l.life && t.msg == messageID && t.end == 0 {
+			t.recalled[name] = true
+		}
+	}
+	return result, done, err
 }
 
 func (l *stepLedger) SetStep(ctx context.Context, room, messageID, name string, result []byte) error {
+	tick := l.o.ticker()
 	l.o.mu.Lock()
 	l.o.stepWrites[stepRecord{l, room, messageID, name}]++
+	for i := len(l.o.steps) - 1; i >= 0; i-- {
+		if sp := l.o.steps[i]; sp.msg == messageID && sp.name == name && sp.end == 0 {
+			sp.end = tick
+			break
+		}
+	}
 	l.o.mu.Unlock()
 	return l.Ledger.SetStep(ctx, room, messageID, name, result)
+}
+
+// Key reads a dedup key's record: while a handler runs in the room, the
+// read is a Send or an Event of its turn asking whether the key was sent.
+func (l *stepLedger) Key(ctx context.Context, room, key string) (bandonce.KeyState, error) {
+	l.o.mu.Lock()
+	if msg := l.o.open[lifeRoom{l.life, room}]; msg != "" && l.o.running[lifeMessage{l.life, msg}] != nil {
+		l.o.lookups = append(l.o.lookups, sent{life: l.life, delivery: l.o.delivery[lifeRoom{l.life, room}], room: room, msg: msg, key: key})
+	}
+	l.o.mu.Unlock()
+	return l.Ledger.Key(ctx, room, key)
+}
+
+// recalledBy reports whether the turn t read the record of a step whose
+// fn performed the call c: t skips that effect rightly.
+func (o *observation) recalledBy(t *turn, c effectCall) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if c.turn == nil || len(t.recalled) == 0 {
+		return false
+	}
+	for _, sp := range o.steps {
+		if sp.msg == c.turn.msg && t.recalled[sp.name] && sp.end != 0 && sp.start <= c.begin && c.begin <= sp.end {
+			return true
+		}
+	}
+	return false
 }
 
 // BindAgent passes the shell's binding on to the watched ledger, if it

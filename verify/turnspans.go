@@ -18,13 +18,20 @@ type turn struct {
 	life      int
 	room, msg string
 	handler   bool // a handler call under the Shell adapter
+	hook      bool // a hook's call about the message, under the Shell adapter
 	// start and end are ticks of the engine's order (External.Tick);
 	// end is 0 while the turn is open.
 	start, end int64
 	startAt    time.Time
+	// requests is how many requests the agent had completed when it began.
+	requests int
 	// touched are the effect keys the turn asked about (Performed) or
-	// called (Effect).
-	touched map[string]bool
+	// called (Effect); recalled the steps whose recorded result it read,
+	// skipping their fns.
+	touched, recalled map[string]bool
+	// asked: the turn read something from Band, or consulted the Model;
+	// ok: its handler returned without an error.
+	asked, ok bool
 }
 
 // ticker returns the engine's order clock, once a life has started.
@@ -40,20 +47,62 @@ func (o *observation) ticker() int64 {
 
 // openTurn records that a turn began.
 func (o *observation) openTurn(life int, room, msg string, handler bool) *turn {
-	t := &turn{life: life, room: room, msg: msg, handler: handler, start: o.ticker(), startAt: time.Now(), touched: map[string]bool{}}
+	t := &turn{life: life, room: room, msg: msg, handler: handler, start: o.ticker(), startAt: time.Now(), touched: map[string]bool{}, recalled: map[string]bool{}}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	t.requests = o.completed
 	if !handler {
 		// A loop works one message of a room at a time: a new turn in the
 		// room ends the one before.
 		for _, u := range o.turns {
-			if !u.handler && u.life == life && u.room == room && u.end == 0 {
+			if !u.handler && !u.hook && u.life == life && u.room == room && u.end == 0 {
 				u.end = t.start
 			}
 		}
 	}
 	o.turns = append(o.turns, t)
 	return t
+}
+
+// openHookTurn records that a hook began its call about a message: the
+// effects the life performs meanwhile outside a handler are its.
+func (o *observation) openHookTurn(life int, room, msg string) *turn {
+	t := &turn{life: life, room: room, msg: msg, hook: true, start: o.ticker(), startAt: time.Now(), touched: map[string]bool{}, recalled: map[string]bool{}}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.turns = append(o.turns, t)
+	return t
+}
+
+// hookTurn is the life's one open hook turn; nil when none is open, or
+// several are (rooms settling at once: the verifier cannot tell which).
+func (o *observation) hookTurn(life int) *turn {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var open *turn
+	for _, t := range o.turns {
+		if t.hook && t.life == life && t.end == 0 {
+			if open != nil {
+				return nil
+			}
+			open = t
+		}
+	}
+	return open
+}
+
+// turnStarts lists, in order, how many requests the agent had completed
+// when each of its handler or loop turns began.
+func (o *observation) turnStarts() []int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []int
+	for _, t := range o.turns {
+		if !t.hook {
+			out = append(out, t.requests)
+		}
+	}
+	return out
 }
 
 // closeTurn records that a turn ended.
@@ -73,7 +122,7 @@ func (o *observation) closeLoopTurns(life int, msg string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, t := range o.turns {
-		if !t.handler && t.life == life && t.msg == msg && t.end == 0 {
+		if !t.handler && !t.hook && t.life == life && t.msg == msg && t.end == 0 {
 			t.end = tick
 		}
 	}
@@ -87,7 +136,7 @@ func (o *observation) loopTurn(life int) *turn {
 	defer o.mu.Unlock()
 	var open *turn
 	for _, t := range o.turns {
-		if !t.handler && t.life == life && t.end == 0 {
+		if !t.handler && !t.hook && t.life == life && t.end == 0 {
 			if open != nil {
 				return nil
 			}

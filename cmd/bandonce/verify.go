@@ -40,6 +40,7 @@ func parseVerify(args []string, stderr io.Writer) (verifyOptions, error) {
 	checks := fs.String("check", "", "run only these checks, comma-separated (default: every check)")
 	fs.BoolVar(&o.cfg.NoSocket, "no-socket", false, "the agent has no socket: skip the checks that need one (control signals, socket faults, supersede)")
 	fs.BoolVar(&o.cfg.MayNotReply, "may-not-reply", false, "the agent may consume a message without answering it")
+	fs.BoolVar(&o.cfg.SupersedeExitCode, "supersede-exit", false, "also require a superseded process to exit non-zero (band-once's convention, not Band's)")
 	fs.IntVar(&o.cfg.Parallel, "parallel", 0, "schedules run at once (default min(GOMAXPROCS, 4))")
 	fs.DurationVar(&o.cfg.Grace, "grace", 15*time.Second, "how long the agent has to exit after SIGTERM or a supersede")
 	fs.DurationVar(&o.cfg.ConnectTimeout, "connect-timeout", 30*time.Second, "how long to wait for the agent's first request")
@@ -69,7 +70,7 @@ func parseVerify(args []string, stderr io.Writer) (verifyOptions, error) {
 	var replay []string
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "no-socket", "may-not-reply":
+		case "no-socket", "may-not-reply", "supersede-exit":
 			replay = append(replay, "-"+f.Name)
 		case "grace", "connect-timeout":
 			replay = append(replay, "-"+f.Name+" "+f.Value.String())

@@ -233,3 +233,57 @@ func TestVerifyWithholdsSDKVariablesAndURLsOffLoopback(t *testing.T) {
 	assert.NotContains(t, withheld, "LOCAL_CACHE_URL")
 	assert.NotContains(t, out, realKey, "the receipt names variables, never their values")
 }
+
+// Each flag of the flawed agent breaks one rule, and bandonce verify names
+// that rule with a witness that starts with the message it concerns.
+func TestVerifyNamesTheRuleEachFlawBreaks(t *testing.T) {
+	bin, agent := bandonceBin(t), flawedBin(t)
+	for _, c := range []struct {
+		flag, check string
+		extra       []string
+		verdict     string // a regexp of the first violation's line
+		rule        string // the rule the flag breaks, failed in the receipt's table
+	}{
+		{"-ack-first", "kill-before-post", nil, `one-outcome: r\dm\d was marked processed before its reply was posted`, "one-outcome"},
+		{"-quit", "transient-errors", []string{"-shrink", "1"}, `agent-lifecycle: the agent \(life \d+\) exited on its own`, "agent-lifecycle"},
+		{"-one-only", "transient-errors", []string{"-shrink", "1"}, `none-pending: r\dm\d was left "`, "none-pending"},
+		// A mark that never comes leaves its message pending too, which is
+		// judged first; the stall is the quiet rule's.
+		{"-hang-ack", "transient-errors", []string{"-shrink", "1"}, `none-pending: r\dm\d was left "processing"`, "quiet"},
+		{"-no-term", "transient-errors", []string{"-shrink", "1", "-grace", "1s"}, `sigterm: the agent was still running \S+ after SIGTERM`, "sigterm"},
+	} {
+		t.Run(c.flag, func(t *testing.T) {
+			args := append([]string{"verify", "-no-socket", "-check", c.check, "-schedules", "1"}, c.extra...) // a later -schedules wins
+			p := start(t, nil, bin, append(args, "--", agent, c.flag)...)
+			code := p.wait(t, 3*time.Minute)
+			out := p.stdout.String()
+			require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+			assert.Regexp(t, `first violation      `+c.check+`, seed \d+: `+c.verdict, out)
+			if c.rule == "sigterm" {
+				assert.Contains(t, out, "then SIGTERM, exit 0 expected", "the witness is the schedule's end")
+			} else {
+				w := witness(out)
+				require.NotEmpty(t, w, "a witness:\n%s", out)
+				assert.Regexp(t, `^1\. (\S+ later: )?a human says "r\dm\d" in room \d$`, w[0])
+			}
+			assert.Regexp(t, `(?m)^\s*`+c.rule+`\s+[1-9]\d*\s+[1-9]`, out, "the rule judged the flaw and failed it")
+		})
+	}
+}
+
+// Exiting non-zero when superseded is band-once's convention, not Band's:
+// an agent that stops and exits 0, as Band's Python SDK does, passes the
+// supersede check unless -supersede-exit asks for the convention.
+func TestVerifyJudgesASupersededExitCodeOnlyWhenAsked(t *testing.T) {
+	bin, agent := bandonceBin(t), flawedBin(t)
+	p := start(t, nil, bin, "verify", "-check", "supersede", "-schedules", "2", "--", agent, "-polite")
+	code := p.wait(t, 2*time.Minute)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", p.stdout.String(), p.stderr.String())
+
+	p = start(t, nil, bin, "verify", "-check", "supersede", "-schedules", "2", "-shrink", "1", "-supersede-exit", "--", agent, "-polite")
+	code = p.wait(t, 2*time.Minute)
+	out := p.stdout.String()
+	require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+	assert.Regexp(t, `supersede: the agent \(life \d+\) exited 0 after it was superseded; -supersede-exit asks for a non-zero status`, out)
+	assert.Contains(t, out, "-supersede-exit --", "the replay line keeps the flag")
+}

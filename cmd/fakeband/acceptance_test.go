@@ -110,7 +110,10 @@ func TestEchoAgentAgainstFakebandProcess(t *testing.T) {
 	for _, name := range []string{"BAND_API_KEY", "BAND_BASE_URL", "BAND_WS_URL"} {
 		require.NotEmpty(t, band.env[name], "fakeband printed %s", name)
 	}
-	agentEnv := environ(band.env, "BAND_API_KEY", "BAND_BASE_URL", "BAND_WS_URL")
+	// The lost response below leaves a send of unknown outcome, which the
+	// agent re-checks once it has settled; fakeband applies nothing late
+	// here, so a short settle window keeps that wait short.
+	agentEnv := append(environ(band.env, "BAND_API_KEY", "BAND_BASE_URL", "BAND_WS_URL"), "BANDONCE_SETTLE_WINDOW=500ms")
 	echo := start(t, agentEnv, echoBin)
 	read := func() truth {
 		var tr truth
@@ -157,7 +160,7 @@ func TestEchoAgentAgainstFakebandProcess(t *testing.T) {
 	require.NoError(t, echo.stop(t, syscall.SIGTERM), "echo exits 0 on SIGTERM; stderr: %s", echo.stderr.String())
 	// echo warns on stderr: of the one fault injected, the lost response, and of nothing else.
 	for line := range strings.Lines(echo.stderr.String()) {
-		assert.Contains(t, line, "outcome unknown; re-checking the room before any retry")
+		assert.Contains(t, line, "outcome unknown; re-checking the room once it has settled")
 		assert.Contains(t, line, "level=WARN")
 	}
 
@@ -195,6 +198,5 @@ func TestEchoAgentAgainstFakebandProcess(t *testing.T) {
 	}
 
 	require.NoError(t, band.stop(t, syscall.SIGINT), "fakeband exits 0 on SIGINT")
-	assert.Contains(t, band.stdout.String(), "fakeband: stopped")
-	assert.Empty(t, band.stderr.String())
+	assertServedQuietly(t, band.stderr.String())
 }

@@ -22,7 +22,7 @@ var (
 // The server checks the values; this only shapes the JSON.
 func faultFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
 	plan := fs.String("plan", "", `a whole plan as JSON: {"request": [...], "socket": [...]}; excludes the other flags`)
-	kind := fs.String("kind", "", "request kinds: fail_before, lose_response, delay, stale_next, loop_cursor; socket kinds: drop_connection, duplicate_push, delay_push, lose_push")
+	kind := fs.String("kind", "", "request kinds: fail_before, lose_response, delay, stale_next, loop_cursor, apply_late; socket kinds: drop_connection, duplicate_push, delay_push, lose_push")
 	endpoint := fs.String("endpoint", "", "request faults: me, chats, next, processing, processed, failed, post, context, messages, event, activity, participants, add_participant, remove_participant, create_chat, peers, human_post, control, socket (default: any agent endpoint)")
 	event := fs.String("event", "", "socket faults: the push event, e.g. message_created, agent.control (default: any)")
 	nth := fs.Int("nth", 0, "fire on the Nth matching request or push (1-based)")
@@ -32,7 +32,7 @@ func faultFlags(fs *flag.FlagSet) func(fs *flag.FlagSet) (adminCall, error) {
 	code := fs.String("code", "", "fail_before: the error code (default: named after the status); -status 403 -code limit_reached is Band's plan quota")
 	retryAfter := fs.String("retry-after", "", "fail_before: the Retry-After header")
 	emptyBody := fs.Bool("empty-body", false, "fail_before: answer with no body, like a load balancer")
-	delay := fs.String("delay", "", "delay and delay_push: a Go duration such as 2s")
+	delay := fs.String("delay", "", "delay, apply_late and delay_push: a Go duration such as 2s")
 	return func(fs *flag.FlagSet) (adminCall, error) {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -92,5 +92,5 @@ func isSocketKind(kind string) (bool, error) {
 	if kind == "" {
 		return false, errors.New("-kind is required (or give a whole -plan)")
 	}
-	return false, fmt.Errorf("-kind %q is neither a request kind (fail_before, lose_response, delay, stale_next, loop_cursor) nor a socket kind (drop_connection, duplicate_push, delay_push, lose_push)", kind)
+	return false, fmt.Errorf("-kind %q is neither a request kind (fail_before, lose_response, delay, stale_next, loop_cursor, apply_late) nor a socket kind (drop_connection, duplicate_push, delay_push, lose_push)", kind)
 }

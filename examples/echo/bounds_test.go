@@ -155,7 +155,9 @@ func TestEchoOnARestoredLedgerDoesNotDoubleAReply(t *testing.T) {
 	room := band.AddRoom("restore", ada, agent.ID)
 	dir := t.TempDir()
 	path, backup := filepath.Join(dir, "echo.ledger"), filepath.Join(dir, "backup.ledger")
-	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + base, "BANDONCE_LEDGER=bolt:" + path}
+	// The fake applies every request when it serves it, never later, so
+	// a short settle window keeps each restart's wait short.
+	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + base, "BANDONCE_LEDGER=bolt:" + path, "BANDONCE_SETTLE_WINDOW=500ms"}
 
 	p := startAgent(t, bin, env...)
 	waitFor(t, "the ledger file", func() bool { _, err := os.Stat(path); return err == nil })

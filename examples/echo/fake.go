@@ -298,6 +298,11 @@ func (d *demo) start(ctx context.Context) (*process, error) {
 		// connection until its retries run out; a real one is gone at once,
 		// so the story keeps those retries short.
 		Retry: bandonce.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
+		// After a crash the shell reads the room for a reply the crashed
+		// process may have sent only once such a send can no longer land
+		// (production: 60 s). The fake applies a request when it serves
+		// it, never later, so the story keeps that wait short.
+		SettleWindow: 300 * time.Millisecond,
 	})
 	if err != nil {
 		cancel(nil)

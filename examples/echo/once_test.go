@@ -25,7 +25,9 @@ func TestEchoOnceDrainsAndExits(t *testing.T) {
 			all = append(all, waiting{room.ID, id})
 		}
 	}
-	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + base}
+	// The fake applies every request when it serves it, never later, so
+	// a short settle window keeps each restart's wait short.
+	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + base, "BANDONCE_SETTLE_WINDOW=500ms"}
 	replied := func() int {
 		n := 0
 		for _, w := range all {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,12 +15,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // buildEcho compiles this command once per test run.
-func buildEcho(t *testing.T) string {
+func buildEcho(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "echo")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
@@ -31,7 +31,7 @@ func buildEcho(t *testing.T) string {
 
 // agentWorld builds the agent and serves a fake Band on loopback for it,
 // as users run the two: separate processes talking over TCP.
-func agentWorld(t *testing.T, seed int64) (bin string, band *fakeband.Band, base string) {
+func agentWorld(t testing.TB, seed int64) (bin string, band *fakeband.Band, base string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the agent as a process")
@@ -48,18 +48,18 @@ func agentWorld(t *testing.T, seed int64) (bin string, band *fakeband.Band, base
 // fake Band listening on loopback.
 type agentProc struct {
 	cmd    *exec.Cmd
-	stdout bytes.Buffer
-	stderr bytes.Buffer
+	stdout safebuf.Buffer // read while the process writes them
+	stderr safebuf.Buffer
 	done   chan error
 }
 
-func startAgent(t *testing.T, bin string, env ...string) *agentProc {
+func startAgent(t testing.TB, bin string, env ...string) *agentProc {
 	t.Helper()
 	return startAgentWith(t, bin, nil, env...)
 }
 
 // startAgentWith starts the agent with command-line args.
-func startAgentWith(t *testing.T, bin string, args []string, env ...string) *agentProc {
+func startAgentWith(t testing.TB, bin string, args []string, env ...string) *agentProc {
 	t.Helper()
 	p := &agentProc{done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, args...)
@@ -76,14 +76,14 @@ func startAgentWith(t *testing.T, bin string, args []string, env ...string) *age
 	return p
 }
 
-func (p *agentProc) kill(t *testing.T) {
+func (p *agentProc) kill(t testing.TB) {
 	t.Helper()
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	<-p.done
 }
 
 // eventually polls cond every 5 ms for up to 20 s.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
@@ -117,7 +117,9 @@ func TestEchoProcessSurvivesSIGKILLAtAwkwardMoments(t *testing.T) {
 		require.NoError(t, err)
 		ids = append(ids, id)
 	}
-	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + base}
+	// The fake applies every request when it serves it, never later, so
+	// a short settle window keeps each restart's wait short.
+	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + base, "BANDONCE_SETTLE_WINDOW=500ms"}
 
 	// 1. The second ack hangs; kill the process once its reply is out.
 	band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessed, Nth: 2, Kind: fakeband.Delay, Delay: time.Minute})
@@ -171,7 +173,8 @@ func TestEchoProcessHonoursInterruptAndStopWhileItWaits(t *testing.T) {
 	bin, band, base := agentWorld(t, 5)
 	agent, ada := band.AddAgent("echo"), band.AddHuman("ada")
 	room := band.AddRoom("ops", ada, agent.ID)
-	p := startAgent(t, bin, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base, "ECHO_DELAY=30s")
+	// -v, so the stopped cycle's settling is on stderr to wait for.
+	p := startAgentWith(t, bin, []string{"-v"}, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base, "ECHO_DELAY=30s")
 
 	waiting := func(id string) func() bool {
 		return func() bool { return band.Status(agent.ID, id) == "processing" }
@@ -186,13 +189,18 @@ func TestEchoProcessHonoursInterruptAndStopWhileItWaits(t *testing.T) {
 	require.NoError(t, err)
 	eventually(t, "the second handler waiting", waiting(second))
 	require.NoError(t, band.StopRoom(room.ID))
-	time.Sleep(200 * time.Millisecond)
+	eventually(t, "the stopped cycle settled", func() bool {
+		return strings.Contains(p.stderr.String(), "cycle stopped; leaving the message for replay")
+	})
 	assert.Equal(t, "processing", band.Status(agent.ID, second), "a stopped message is left for replay")
 
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, <-p.done, "stderr: %s", p.stderr.String())
 	require.NoError(t, band.PlayRoom(room.ID))
-	p = startAgent(t, bin, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base)
+	// The replay is a later attempt of a message the last life began: its
+	// guard waits for that life's sends to settle. The fake applies every
+	// request when it serves it, so a short window keeps the wait short.
+	p = startAgent(t, bin, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base, "BANDONCE_SETTLE_WINDOW=500ms")
 	eventually(t, "the stopped message echoed after play", func() bool { return band.Status(agent.ID, second) == "processed" })
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, <-p.done)

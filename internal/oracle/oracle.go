@@ -57,6 +57,36 @@ func OpenAt(marks []fakeband.Mark, seq int) bool {
 	return open
 }
 
+// FailedBefore returns the reason of the message's first failed mark
+// before seq, and whether there is one: a failure Band recorded, which
+// charges the message's budget. Band refuses a failed mark without a
+// reason, so a mark with a blank one is not taken for a failure.
+func FailedBefore(marks []fakeband.Mark, seq int) (reason string, ok bool) {
+	for _, mk := range marks {
+		if mk.Seq >= seq {
+			break
+		}
+		if mk.Kind == fakeband.StatusFailed && strings.TrimSpace(mk.Error) != "" {
+			return mk.Error, true
+		}
+	}
+	return "", false
+}
+
+// WindowStart is where a message's turn can have begun, as a seq: after
+// the message was said (said) and after the latest of its room's other
+// messages processed before done (processed holds their processed seqs,
+// 0 for none).
+func WindowStart(said, done int, processed []int) int {
+	start := said
+	for _, p := range processed {
+		if p < done && p > start {
+			start = p
+		}
+	}
+	return start
+}
+
 // ClaimedBetween reports whether the message had an attempt opened in
 // (from, to): a new turn, which may answer it again.
 func ClaimedBetween(marks []fakeband.Mark, from, to int) bool {

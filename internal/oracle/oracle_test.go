@@ -83,3 +83,25 @@ func TestJudgementKeepsEachRulesFirstFailure(t *testing.T) {
 	assert.Equal(t, &violation{"c", "not in the order"}, j.First([]string{"c", "b"}), "judging order decides")
 	assert.Nil(t, j.First([]string{"a"}))
 }
+
+func TestFailedBeforeFindsTheFirstFailureWithItsReasonBeforeASeq(t *testing.T) {
+	marks := []fakeband.Mark{
+		{Kind: fakeband.StatusProcessing, Seq: 2},
+		{Kind: fakeband.StatusFailed, Seq: 3, Error: "   "},
+		{Kind: fakeband.StatusFailed, Seq: 5, Error: "the model timed out"},
+		{Kind: fakeband.StatusFailed, Seq: 8, Error: "again"},
+	}
+	reason, ok := FailedBefore(marks, 9)
+	assert.True(t, ok)
+	assert.Equal(t, "the model timed out", reason, "a blank reason is no failure Band would record")
+	_, ok = FailedBefore(marks, 5)
+	assert.False(t, ok, "a mark at seq itself is not before it")
+	_, ok = FailedBefore(nil, 10)
+	assert.False(t, ok)
+}
+
+func TestWindowStartIsTheLatestOfTheSayingAndTheRoomsEarlierProcessedMarks(t *testing.T) {
+	assert.Equal(t, 4, WindowStart(4, 20, nil), "no other message: from the saying")
+	assert.Equal(t, 9, WindowStart(4, 20, []int{0, 9, 3}), "the room's latest processed before done")
+	assert.Equal(t, 4, WindowStart(4, 20, []int{25}), "a message processed after done does not count")
+}

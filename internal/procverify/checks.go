@@ -42,7 +42,7 @@ var Checks = []Check{
 		build: func(b *builder) *Schedule { return b.controlled(Interrupt) }},
 	{Name: "stop-and-play", Doc: "stop the turn in flight, then play (some plays sent while the socket is down)", Socket: true,
 		build: func(b *builder) *Schedule { return b.controlled(Stop) }},
-	{Name: "supersede", Doc: "another connection takes over: the process must exit non-zero and send nothing more", Socket: true,
+	{Name: "supersede", Doc: "another connection takes over: the process must send nothing more and exit (non-zero with -supersede-exit)", Socket: true,
 		build: func(b *builder) *Schedule { return b.supersede() }},
 	{Name: "storm", Doc: "every fault and signal above, mixed",
 		build: func(b *builder) *Schedule { return b.storm() }},
@@ -177,15 +177,31 @@ func (b *builder) lostReplies() []Event {
 	var out []Event
 	for range b.r.Between(1, 2) {
 		e := Event{Kind: LoseResponse, Endpoint: fakeband.EndpointPost, Skip: b.skip()}
-		switch b.r.IntN(4) {
+		switch b.r.IntN(5) {
 		case 0:
 			e.Kind, e.Status, e.Count = ServerError, 502+b.r.IntN(3), b.r.Between(1, 2)
 		case 1:
 			e.Kind, e.Status = Throttle, 429
+		case 2:
+			out = append(out, b.lateReply(false)...)
+			continue
 		}
 		out = append(out, e)
 	}
 	return out
+}
+
+// lateReply draws a reply POST that Band applies late: held past the
+// agent's request timeout, so that it gave up on it, or, with kill, held
+// while the agent is killed, so that it lands in the next life.
+func (b *builder) lateReply(kill bool) []Event {
+	e := Event{Kind: ApplyLate, Endpoint: fakeband.EndpointPost, Skip: b.skip()}
+	if !kill {
+		e.Delay = b.r.Duration(AgentRequestTimeout+200*time.Millisecond, LateBound)
+		return []Event{e}
+	}
+	e.Delay = b.r.Duration(200*time.Millisecond, LateBound)
+	return []Event{e, {Kind: []Kind{KillBefore, KillAfter}[b.r.IntN(2)]}}
 }
 
 func (b *builder) duplicates() []Event {
@@ -307,8 +323,10 @@ func (b *builder) storm() *Schedule {
 			x %= 60
 		}
 		switch {
-		case x < 15:
+		case x < 10:
 			faults = append(faults, Event{Kind: []Kind{KillBefore, KillAfter}[b.r.IntN(2)], Endpoint: fakeband.EndpointPost, Skip: b.skip()})
+		case x < 15:
+			faults = append(faults, b.lateReply(b.r.IntN(3) > 0)...)
 		case x < 25:
 			faults = append(faults, b.killsAnywhere()[0])
 		case x < 40:

@@ -22,6 +22,9 @@ type life struct {
 	proxy   *proxy
 	out     *outputTail
 	started time.Time
+	// asked: the life has made its first request, so it has started up;
+	// until then it is starting, not stalled. Guarded by sim.mu.
+	asked bool
 
 	// dead: nothing more of this life is applied to the fake. Guarded by
 	// sim.applyMu.
@@ -151,8 +154,8 @@ func (l *life) judgeSupersede(s *sim) {
 	switch {
 	case !l.proc.Exited():
 		s.fail(SupersedeExit, "the agent (life %d) was still running %s after it was superseded", l.n, took.Truncate(time.Millisecond))
-	case l.proc.ExitCode() == 0:
-		s.fail(SupersedeExit, "the agent (life %d) exited 0 after it was superseded; a superseded process must exit non-zero", l.n)
+	case s.cfg.SupersedeExitCode && l.proc.ExitCode() == 0:
+		s.fail(SupersedeExit, "the agent (life %d) exited 0 after it was superseded; -supersede-exit asks for a non-zero status", l.n)
 	}
 }
 
@@ -162,6 +165,17 @@ func (l *life) judgeSupersede(s *sim) {
 func (s *sim) agentEnv(p *proxy) []string {
 	env, _ := agentBase(os.Environ())
 	root := "http://" + p.addr
+	// The bound on how late this Band applies a request, told to an
+	// agent that reads it (band-once does), unless the user set it.
+	for _, kv := range []string{
+		"BANDONCE_REQUEST_TIMEOUT=" + AgentRequestTimeout.String(),
+		"BANDONCE_SETTLE_WINDOW=" + AgentSettleWindow.String(),
+	} {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, set := os.LookupEnv(name); !set {
+			env = append(env, kv)
+		}
+	}
 	ws := "ws://" + p.addr + "/api/v1/socket/websocket"
 	return append(env,
 		"BAND_API_KEY="+s.agent.Key,

@@ -28,7 +28,8 @@ const (
 	// terminated; it never exits on its own.
 	AgentLifecycle Invariant = "agent-lifecycle"
 	// SupersedeExit: a superseded process sends nothing more once the
-	// push reached it, and exits non-zero within the grace.
+	// push reached it, and exits within the grace (non-zero, with
+	// Settings.SupersedeExitCode).
 	SupersedeExit Invariant = "supersede"
 	// NonePending: every message ends processed.
 	NonePending Invariant = "none-pending"
@@ -330,27 +331,19 @@ func (t *truth) pending(v *judgement) {
 func (t *truth) processedSeq(id string) int { return oracle.ProcessedSeq(t.marks[id]) }
 
 func (t *truth) failedBefore(id string, seq int) (string, bool) {
-	for _, mk := range t.marks[id] {
-		if mk.Kind == fakeband.StatusFailed && mk.Seq < seq {
-			return mk.Error, true
-		}
-	}
-	return "", false
+	return oracle.FailedBefore(t.marks[id], seq)
 }
 
 // windowStart is where the message's turn can have begun: after it was
 // said and after the room's previous message was processed.
 func (t *truth) windowStart(m *message, done int) int {
-	start := m.Seq
+	var processed []int
 	for _, o := range t.messages {
-		if o.Room != m.Room || o.ID == m.ID {
-			continue
-		}
-		if p := t.processedSeq(o.ID); p < done && p > start {
-			start = p
+		if o.Room == m.Room && o.ID != m.ID {
+			processed = append(processed, t.processedSeq(o.ID))
 		}
 	}
-	return start
+	return oracle.WindowStart(m.Seq, done, processed)
 }
 
 // interruptedIn reports whether a delivered interrupt falls inside a

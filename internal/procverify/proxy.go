@@ -89,7 +89,12 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.trace("event: " + ev.String())
-	defer s.advance()
+	advanced := false
+	defer func() {
+		if !advanced {
+			s.advance()
+		}
+	}()
 	switch ev.Kind {
 	case KillBefore:
 		s.count("kill_before_send")
@@ -126,6 +131,26 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case StaleNext:
 		s.count("stale_next")
 		p.forward(w, r, body, a, &fakeband.Fault{Endpoint: ep, Nth: 1, Kind: fakeband.StaleNext})
+	case ApplyLate:
+		// Held whatever the agent does, then applied: the request stays
+		// in flight (the system is not quiet) until it is. The next
+		// event (a kill drawn with this one) may fire during the hold.
+		s.advance()
+		advanced = true
+		t := time.NewTimer(ev.Delay)
+		<-t.C
+		l.mu.Lock()
+		gone := l.dead || r.Context().Err() != nil
+		l.mu.Unlock()
+		rec := s.serve(r, body, a, nil)
+		if rec.status/100 == 2 {
+			if gone {
+				s.count("applied_late_after_sender_gone")
+			} else {
+				s.count("applied_late")
+			}
+		}
+		rec.writeTo(w) // to nobody, if the agent gave up or died
 	case Interrupt, Stop:
 		rec, ok := s.applyFor(l, r, body, a, nil)
 		if !ok {
@@ -171,6 +196,11 @@ func (s *sim) arrive(l *life, ep fakeband.Endpoint, room, msg string) *attempt {
 	}
 	if mutating(ep) {
 		s.lastSend, s.progress = time.Now(), time.Now()
+	}
+	if !l.asked {
+		// A process slow to start (an interpreter on a loaded machine)
+		// has not stalled: the stall clock runs from its first request.
+		l.asked, s.progress = true, time.Now()
 	}
 	return a
 }

@@ -31,6 +31,11 @@ type Config struct {
 	// MayNotReply declares an agent that may consume a message without
 	// answering it.
 	MayNotReply bool
+	// SupersedeExitCode also requires a superseded process to exit
+	// non-zero: band-once's convention, not Band's (its Python SDK stops
+	// and exits 0). Without it, a superseded process must send nothing
+	// more and exit within the grace, with any status.
+	SupersedeExitCode bool
 	// Parallel is how many schedules run at once. Zero means
 	// min(GOMAXPROCS, 4).
 	Parallel int

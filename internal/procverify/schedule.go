@@ -65,12 +65,19 @@ const (
 	// process must exit non-zero, and the verifier then starts it again,
 	// as a supervisor would.
 	Supersede
+	// ApplyLate: the request is held Delay and then applied, whatever
+	// the agent did meanwhile: gave up on it (Delay past the agent's
+	// request timeout) or was killed (a kill drawn after it), as a server
+	// that keeps working on an abandoned request does. Delay stays within
+	// LateBound, the bound the agent is told of (see agentEnv).
+	ApplyLate
 )
 
 var kindNames = [...]string{
 	Say: "say", KillBefore: "kill-before", KillAfter: "kill-after", LoseResponse: "lose-response",
 	Throttle: "throttle", ServerError: "server-error", Latency: "latency", StaleNext: "stale-next",
 	Interrupt: "interrupt", Stop: "stop", Play: "play", DropSocket: "drop-socket", Supersede: "supersede",
+	ApplyLate: "apply-late",
 }
 
 func (k Kind) String() string {
@@ -107,7 +114,7 @@ type Event struct {
 // requestBound reports whether the event acts on a request of the agent.
 func (e Event) requestBound() bool {
 	switch e.Kind {
-	case KillBefore, KillAfter, LoseResponse, Throttle, ServerError, Latency, StaleNext:
+	case KillBefore, KillAfter, LoseResponse, Throttle, ServerError, Latency, StaleNext, ApplyLate:
 		return true
 	case Interrupt, Stop:
 		return e.Endpoint != ""
@@ -174,6 +181,8 @@ func (e Event) String() string {
 		fmt.Fprintf(&b, "hold it %s before applying it", e.Delay)
 	case StaleNext:
 		b.WriteString("a stale replica serves the message last processed")
+	case ApplyLate:
+		fmt.Fprintf(&b, "hold it %s, then apply it whatever the agent did meanwhile", e.Delay)
 	case Interrupt, Stop:
 		if e.Endpoint != "" {
 			fmt.Fprintf(&b, "apply it, hold its answer, %s the agent in that room, then answer", e.Kind)
@@ -209,3 +218,19 @@ func (s *Schedule) said() int {
 	}
 	return n
 }
+
+// The verifier's model of Band applying a request late (ApplyLate), and
+// what it tells the agent of it through the environment, unless the
+// user's environment already says: BANDONCE_REQUEST_TIMEOUT and
+// BANDONCE_SETTLE_WINDOW, which band-once's ConfigFromEnv reads.
+const (
+	// AgentRequestTimeout is the request timeout the agent is asked to
+	// use; a hold past it is one the agent gave up on.
+	AgentRequestTimeout = 2 * time.Second
+	// LateBound is the latest this Band applies a request after it
+	// arrived.
+	LateBound = 3500 * time.Millisecond
+	// AgentSettleWindow is the settle window the agent is told: longer
+	// than LateBound, as the assumption wants.
+	AgentSettleWindow = 4 * time.Second
+)

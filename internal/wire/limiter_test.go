@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce/internal/memnet"
 )
 
 // bucketServer answers like Band's load balancer: a token bucket of rate
@@ -253,5 +255,36 @@ func TestAStartCheckWithdrawsARequestBeforeItIsSent(t *testing.T) {
 			_, err := lim.acquire(context.Background(), "k")
 			require.NoError(t, err)
 		}
+	})
+}
+
+// A retried request asks its start check again before every try, and a
+// try the check withholds ends the retries: the request fails with a
+// *NotSentError, and nothing more reaches the server.
+func TestARetryIsWithheldByItsStartCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var tries, served int
+		srv := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			served++
+			w.WriteHeader(http.StatusServiceUnavailable)
+		})
+		lim := NewLimiter(4, time.Second)
+		hc := &http.Client{Transport: &LimitedTransport{Next: memnet.Client(srv).Transport, Limiter: lim}}
+		doer := NewRetryDoer(hc, RetryOptions{MaxAttempts: 5, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond})
+		stopped := errors.New("stopped between two tries")
+		ctx := WithStartCheck(context.Background(), func() error {
+			if tries++; tries > 1 {
+				return stopped
+			}
+			return nil
+		})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://band.test/x", strings.NewReader("body"))
+		require.NoError(t, err)
+		_, err = doer.Do(req, true)
+		var notSent *NotSentError
+		require.ErrorAs(t, err, &notSent)
+		assert.ErrorIs(t, err, stopped)
+		assert.Equal(t, 1, served, "the retry was not sent")
+		assert.Equal(t, 2, tries, "asked before the first try and before the retry, then no more")
 	})
 }

@@ -136,8 +136,10 @@ func (d *retryDoer) retryable(ctx context.Context, resp *http.Response, err erro
 		return false, nil
 	}
 	if err != nil {
-		// A refused redirect is refused again on every try.
-		return !errors.Is(err, keyguard.ErrCrossOriginRedirect), err
+		// A refused redirect is refused again on every try, and a
+		// request its start check withheld is not to be sent.
+		var notSent *NotSentError
+		return !errors.Is(err, keyguard.ErrCrossOriginRedirect) && !errors.As(err, &notSent), err
 	}
 	if retryableStatus(resp.StatusCode) {
 		// Built here, not taken from resp.Status, whose form depends on

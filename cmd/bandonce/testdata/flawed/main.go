@@ -9,7 +9,16 @@
 //	            interrupt, stop and supersede reach it, and ignores them all
 //	-tell-answered  answers, then tells the room with an error event that
 //	            it gave the message up (under the Shell's notice key)
+//	-quit       exits 0 on its own after its first reply (agent-lifecycle)
+//	-one-only   stops polling after its first reply and idles: the rest
+//	            stay pending (none-pending)
+//	-hang-ack   waits a minute before each processed mark, as a call
+//	            without a timeout does (quiet)
+//	-no-term    ignores SIGTERM (sigterm)
+//	-polite     joins the control topic and exits 0 when superseded, as
+//	            Band's Python SDK does (supersede, with -supersede-exit)
 //
+// Each flag breaks the one rule of bandonce verify named after it.
 // Every reply carries a dedup marker; there is no guard.
 package main
 
@@ -26,6 +35,7 @@ import (
 	"os/signal"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,6 +50,15 @@ var (
 	ackFirst = flag.Bool("ack-first", false, "mark processed before posting the reply")
 	deaf     = flag.Bool("deaf", false, "join the control topic and ignore every signal")
 	tell     = flag.Bool("tell-answered", false, "post a dead-letter error event for an answered message")
+	quit     = flag.Bool("quit", false, "exit 0 after the first reply")
+	oneOnly  = flag.Bool("one-only", false, "stop polling after the first reply")
+	hangAck  = flag.Bool("hang-ack", false, "wait a minute before each processed mark")
+	noTerm   = flag.Bool("no-term", false, "ignore SIGTERM")
+	polite   = flag.Bool("polite", false, "exit 0 when superseded")
+
+	// replied is closed after the first reply, for -quit and -one-only.
+	replied = make(chan struct{})
+	once    sync.Once
 )
 
 func call(ctx context.Context, method, path string, body, out any) (int, error) {
@@ -99,6 +118,14 @@ func handle(ctx context.Context, room string, m message) error {
 	if _, err := call(ctx, "POST", "/agent/chats/"+room+"/messages", reply, nil); err != nil {
 		return err
 	}
+	defer once.Do(func() { close(replied) })
+	if *hangAck {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Minute):
+		}
+	}
 	if *tell {
 		ev := map[string]any{"event": map[string]any{
 			"content": "Sorry, I could not answer this message.", "message_type": "error",
@@ -130,7 +157,11 @@ func listen(ctx context.Context) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	sock := phoenix.New(phoenix.Config{URL: os.Getenv("BAND_WS_URL"), APIKey: key, AgentID: me.Data.ID})
-	sock.Join("agent_control:"+me.Data.ID, func(string, json.RawMessage) {})
+	sock.Join("agent_control:"+me.Data.ID, func(event string, _ json.RawMessage) {
+		if *polite && event == "supersede" {
+			os.Exit(0) // another connection took over: stop, sending nothing more
+		}
+	})
 	_ = sock.Run(ctx)
 }
 
@@ -162,14 +193,30 @@ func poll(ctx context.Context) error {
 
 func main() {
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopOn := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if *noTerm {
+		signal.Ignore(syscall.SIGTERM)
+		stopOn = stopOn[:1]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
-	if *deaf {
+	if *deaf || *polite {
 		done := make(chan struct{})
 		go func() { defer close(done); listen(ctx) }()
 		defer func() { <-done }()
 	}
 	for ctx.Err() == nil {
+		select {
+		case <-replied:
+			if *quit {
+				return // the flaw: done, it thought
+			}
+			if *oneOnly {
+				<-ctx.Done() // the flaw: it idles without polling
+				return
+			}
+		default:
+		}
 		if err := poll(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			time.Sleep(50 * time.Millisecond) // a transient error: poll again
 		}

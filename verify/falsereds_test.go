@@ -1,0 +1,73 @@
+package verify
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+)
+
+// This file holds correct agents the verifier once failed: each is a
+// regression test of a false red.
+
+// once performs the effect named by key unless it was already performed,
+// as a correct agent does with any effect of its own.
+func once(ctx context.Context, key string) error {
+	if x := ExternalFrom(ctx); x.Performed(key) == 0 {
+		return x.Effect(ctx, key)
+	}
+	return nil
+}
+
+// stepThenNotify is a correct turn: a journaled refund, then an
+// idempotent notification that the external system may fail. The
+// redelivery after the failure skips the recorded step, so its first
+// effect is the notification.
+func stepThenNotify(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+	if _, err := m.Step(ctx, "refund", func(ctx context.Context, key string) ([]byte, error) { return refund(ctx, m, key) }); err != nil {
+		return nil, err
+	}
+	if err := once(ctx, "notify:"+m.ID); err != nil {
+		return nil, err
+	}
+	return reply(m, ""), nil
+}
+
+func TestARecordedStepSkippedAtARedeliveryDoesNotShiftTheKeysOfLaterEffects(t *testing.T) {
+	m := newMockT(t)
+	res := HandlerErrors(m, Shell(stepThenNotify))
+	require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
+	assert.Empty(t, m.Errors())
+}
+
+// twoEffects is a correct turn with two idempotent effects, each of
+// which the external system may fail.
+func twoEffects(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+	for _, key := range []string{"notify:" + m.ID, "audit:" + m.ID} {
+		if err := once(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	return reply(m, ""), nil
+}
+
+func TestFailureBudgetsArePerMessageNotPerEffectKey(t *testing.T) {
+	m := newMockT(t)
+	res := HandlerErrors(m, Shell(twoEffects))
+	require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
+	assert.Empty(t, m.Errors())
+}
+
+func TestEveryCheckPassesTheCorrectTurnsThatOnceFailed(t *testing.T) {
+	for name, h := range map[string]bandonce.Handler{"step then notify": stepThenNotify, "two effects": twoEffects} {
+		t.Run(name, func(t *testing.T) {
+			m := newMockT(t)
+			res := ExactlyOnce(m, Shell(h))
+			require.True(t, res.OK, "%s: %s\n%s", res.Check, res.Reason, strings.Join(res.Witness, "\n"))
+		})
+	}
+}

@@ -1,0 +1,178 @@
+package verify
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/band-once/bandonce/proof"
+)
+
+// This file watches the agent's socket connections: which of Band's
+// topics each joined, read from the replies Band sent it. An agent that
+// joins agent_control on its first connection only hears no signal after
+// a redial, and a signal it never hears convicts it of nothing: the rule
+// here does.
+
+// socketConn is one connection of one instance of the agent.
+type socketConn struct {
+	rec *recorder
+	n   int // the instance's connection number, from 1
+
+	mu sync.Mutex
+	// tail keeps the end of what was read, so a reply split across reads
+	// is still found.
+	tail          []byte
+	joinedControl bool // Band answered ok to its join of agent_control
+	replied       bool // Band answered some frame on it: the agent speaks on it
+}
+
+// watchSocket wraps a connection the agent opened, to read Band's replies.
+func (r *recorder) watchSocket(rwc io.ReadWriteCloser, agentID string) io.ReadWriteCloser {
+	o := r.o
+	o.mu.Lock()
+	r.conns++
+	c := &socketConn{rec: r, n: r.conns}
+	o.sockets = append(o.sockets, c)
+	o.mu.Unlock()
+	return &watchedSocket{ReadWriteCloser: rwc, c: c, control: []byte(`"agent_control:` + agentID + `","phx_reply",`)}
+}
+
+type watchedSocket struct {
+	io.ReadWriteCloser
+	c       *socketConn
+	control []byte
+}
+
+// maxTail bounds what a watched socket keeps of its reads.
+const maxTail = 512
+
+func (w *watchedSocket) Read(p []byte) (int, error) {
+	n, err := w.ReadWriteCloser.Read(p)
+	if n > 0 {
+		c := w.c
+		c.mu.Lock()
+		buf := append(c.tail, p[:n]...)
+		if i := bytes.Index(buf, w.control); i >= 0 {
+			reply := buf[i+len(w.control):]
+			reply = reply[:min(len(reply), 64)]
+			if bytes.Contains(reply, []byte(`"status":"ok"`)) {
+				c.joinedControl = true
+			}
+		}
+		if bytes.Contains(buf, []byte(`"phx_reply"`)) {
+			c.replied = true
+		}
+		if len(buf) > maxTail {
+			buf = buf[len(buf)-maxTail:]
+		}
+		c.tail = append(c.tail[:0], buf...)
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+// controlNotRejoined: an instance of the agent joined agent_control on a
+// connection, then spoke with Band on a later one without joining it: on
+// that connection no interrupt, stop or play reaches it.
+func controlNotRejoined(o *observation) *verdict {
+	o.mu.Lock()
+	conns := append([]*socketConn(nil), o.sockets...)
+	o.mu.Unlock()
+	joined := map[*recorder]bool{}
+	for _, c := range conns {
+		c.mu.Lock()
+		ok, replied := c.joinedControl, c.replied
+		c.mu.Unlock()
+		switch {
+		case ok:
+			joined[c.rec] = true
+		case replied && joined[c.rec]:
+			return &verdict{"control-not-rejoined", fmt.Sprintf(
+				"signals unheard after a reconnect: life %d joined agent_control on its first connection, but not on connection %d, so no interrupt, stop or play reached it there: "+
+					"join agent_control:<agent id> (and every other topic) again on every connection",
+				c.rec.life, c.n)}
+		}
+	}
+	return nil
+}
+
+// signalHint says where the signals that reached the agent during the
+// message msg's turns fell, beyond the window the checks once aimed at:
+// agent-wide, after the message was claimed and before its handler
+// started, or seconds after another of the same kind. "" when none of
+// these applies.
+func signalHint(res proof.Result, o *observation, room, msg string, kind proof.EventKind) string {
+	var reached []proof.Signal
+	for _, s := range res.Signals {
+		if s.Reached && s.Kind == kind {
+			reached = append(reached, s)
+		}
+	}
+	name := strings.ToLower(kind.String())
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	facts := map[string]bool{}
+	var out []string
+	add := func(f string) {
+		if !facts[f] {
+			facts[f] = true
+			out = append(out, f)
+		}
+	}
+	for i, s := range reached {
+		if s.RoomID != "" && s.RoomID != room {
+			continue
+		}
+		during, early := false, false
+		for _, t := range o.turns {
+			if t.msg != msg || t.life != s.Life || t.hook {
+				continue
+			}
+			if t.start <= s.Tick && (t.end == 0 || s.Tick <= t.end) {
+				during = true
+			}
+			if s.Tick < t.start && o.claimedBefore(t, s.Tick) {
+				during, early = true, true
+			}
+		}
+		if !during {
+			continue
+		}
+		if early {
+			add(fmt.Sprintf("the %s reached the agent after /next served %s and before its handler started: a signal applies to a message from the moment it is served", name, o.labels[msg]))
+		}
+		if s.RoomID == "" && kind == proof.Interrupt {
+			add("the interrupt was agent-wide (its room_id is null): it applies to every room's turn in flight")
+		}
+		if i > 0 && s.At.Sub(reached[i-1].At) < 10*time.Second {
+			add(fmt.Sprintf("it was the second %s within %s: honour every signal, however soon after the last (never debounce one)",
+				name, s.At.Sub(reached[i-1].At).Round(time.Millisecond)))
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(out, "; ")
+}
+
+// claimedBefore reports whether /next had served t's message to t's life
+// before tick, since the message's previous turn in that life ended: it
+// was in flight, its handler not started. o.mu is held.
+func (o *observation) claimedBefore(t *turn, tick int64) bool {
+	var since int64
+	for _, u := range o.turns {
+		if u != t && u.msg == t.msg && u.life == t.life && u.start < t.start && u.end > since {
+			since = u.end
+		}
+	}
+	for _, at := range o.servedAt[lifeMessage{t.life, t.msg}] {
+		if at >= since && at < tick {
+			return true
+		}
+	}
+	return false
+}
