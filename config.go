@@ -118,6 +118,13 @@ type Config struct {
 	// scrubbed from every record before it gets there.
 	Logger *slog.Logger
 
+	// SettledLogLevel is the level of the line the shell logs for each
+	// settled delivery ("bandonce: settled", with its room, message,
+	// outcome and attempt). Zero is slog.LevelInfo; slog.LevelDebug
+	// quiets it under a handler at Info, and any level above the
+	// handler's shows it.
+	SettledLogLevel slog.Level
+
 	// Hooks observe the shell: outcomes, handler calls, requests, control
 	// signals, the socket and rooms. Nil fields are skipped. Package
 	// bandonce/otel wires them to OpenTelemetry.
@@ -187,6 +194,10 @@ type Config struct {
 	// rooms' probes): at most one per interval for the whole shell, the
 	// room longest due first. Zero means 500 ms, two a second.
 	IdleRequestInterval time.Duration
+
+	// fromEnv records the fields ConfigFromEnv filled, so that an error
+	// about one names the variable the user set.
+	fromEnv *envOrigin
 }
 
 // DefaultMaxConcurrentRooms is how many rooms run a turn at once when
@@ -319,7 +330,13 @@ type printableConfig Config
 
 func (c Config) redacted(format string) string {
 	c.APIKey = keyguard.Redact(c.APIKey)
-	return keyguard.SprintAs(format, printableConfig(c), "bandonce.Config")
+	c.fromEnv = nil
+	out := keyguard.SprintAs(format, printableConfig(c), "bandonce.Config")
+	// The record of where fields came from is not a setting: not shown.
+	for _, unset := range []string{", fromEnv:(*bandonce.envOrigin)(nil)", " fromEnv:<nil>"} {
+		out = strings.Replace(out, unset, "", 1)
+	}
+	return out
 }
 
 // settings is a Config with its defaults applied. Its Config.APIKey is
@@ -336,10 +353,10 @@ type settings struct {
 
 func (c Config) withDefaults() (settings, error) {
 	if strings.TrimSpace(c.APIKey) == "" {
-		return settings{}, &ConfigError{Field: "APIKey", Reason: "required"}
+		return settings{}, c.invalid("APIKey", "required")
 	}
 	if c.Handler == nil {
-		return settings{}, &ConfigError{Field: "Handler", Reason: "required"}
+		return settings{}, c.invalid("Handler", "required")
 	}
 	for name, d := range map[string]time.Duration{
 		"RequestTimeout": c.RequestTimeout, "HandlerTimeout": c.HandlerTimeout, "SettleWindow": c.SettleWindow,
@@ -348,17 +365,17 @@ func (c Config) withDefaults() (settings, error) {
 		"IdleRequestInterval": c.IdleRequestInterval, "StartTimeout": c.StartTimeout,
 	} {
 		if d < 0 {
-			return settings{}, &ConfigError{Field: name, Reason: "must not be negative"}
+			return settings{}, c.invalid(name, "must not be negative")
 		}
 	}
 	if c.MaxAttempts < 0 {
-		return settings{}, &ConfigError{Field: "MaxAttempts", Reason: "must not be negative"}
+		return settings{}, c.invalid("MaxAttempts", "must not be negative")
 	}
 	if c.MaxConcurrentRooms < 0 {
-		return settings{}, &ConfigError{Field: "MaxConcurrentRooms", Reason: "must not be negative"}
+		return settings{}, c.invalid("MaxConcurrentRooms", "must not be negative")
 	}
 	if c.MaxRequestsInFlight < 0 {
-		return settings{}, &ConfigError{Field: "MaxRequestsInFlight", Reason: "must not be negative"}
+		return settings{}, c.invalid("MaxRequestsInFlight", "must not be negative")
 	}
 	if c.MaxResponseBytes < 0 {
 		return settings{}, &ConfigError{Field: "MaxResponseBytes", Reason: "must not be negative"}
@@ -372,13 +389,13 @@ func (c Config) withDefaults() (settings, error) {
 	seen := make(map[string]bool, len(c.Rooms))
 	for _, r := range c.Rooms {
 		if strings.TrimSpace(r) == "" || seen[r] {
-			return settings{}, &ConfigError{Field: "Rooms", Reason: "room ids must be non-empty and distinct"}
+			return settings{}, c.invalid("Rooms", "room ids must be non-empty and distinct")
 		}
 		seen[r] = true
 	}
 	base, err := url.Parse(strings.TrimRight(cmp.Or(c.BaseURL, DefaultBaseURL), "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return settings{}, &ConfigError{Field: "BaseURL", Reason: "want an absolute http(s) URL"}
+		return settings{}, c.invalid("BaseURL", "want an absolute http(s) URL")
 	}
 	if err := c.checkKeySafety("BaseURL", base); err != nil {
 		return settings{}, err
@@ -415,7 +432,7 @@ func (c Config) withDefaults() (settings, error) {
 	if c.SocketURL != "" {
 		u, err := url.Parse(c.SocketURL)
 		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-			return settings{}, &ConfigError{Field: "SocketURL", Reason: "want an absolute ws(s) URL"}
+			return settings{}, c.invalid("SocketURL", "want an absolute ws(s) URL")
 		}
 		if err := c.checkKeySafety("SocketURL", u); err != nil {
 			return settings{}, err
@@ -436,12 +453,12 @@ func (c Config) withDefaults() (settings, error) {
 // plain one to a host that is not loopback, unless InsecurePlaintext.
 func (c Config) checkKeySafety(field string, u *url.URL) error {
 	if keyguard.KeyInURL(u) {
-		return &ConfigError{Field: field, Reason: "must not carry a credential (user info or api_key): " +
-			"set APIKey, which is sent as a header and never shown"}
+		return c.invalid(field, "must not carry a credential (user info or api_key): "+
+			"set APIKey, which is sent as a header and never shown")
 	}
 	if keyguard.InClear(u) && !c.InsecurePlaintext {
-		return &ConfigError{Field: field, Reason: "plain " + u.Scheme + " to a host that is not loopback: " +
-			"the API key would cross the network in clear; use " + u.Scheme + "s, or set InsecurePlaintext to accept that"}
+		return c.invalid(field, "plain "+u.Scheme+" to a host that is not loopback: "+
+			"the API key would cross the network in clear; use "+u.Scheme+"s, or set InsecurePlaintext to accept that")
 	}
 	return nil
 }

@@ -154,8 +154,25 @@ func (s *Shell) Replay(ctx context.Context, roomID, messageID string) (Outcome, 
 		}
 		o.DedupKey = key
 		// Not the default key's fast path: a replay is never the first
-		// attempt, and a crashed replay may have posted already.
-		dup, f := r.send(ctx, o.Attempt, effect{key: key, reply: reply}, func(bool) error { return nil })
+		// attempt, and a crashed replay may have posted already. A replay
+		// whose intent an earlier process recorded treats that process's
+		// send as unknown until the settle window has passed since this
+		// one began, as a new life does for a message it inherits.
+		state, err := s.cfg.Ledger.Key(ctx, roomID, key)
+		if err != nil {
+			return Outcome{}, fmt.Errorf("bandonce: replay of message %s: %w", messageID, err)
+		}
+		e := effect{key: key, reply: reply, msg: messageID, inherited: state == KeyIntent}
+		dup, f := r.send(ctx, o.Attempt, e, func(bool) error { return nil })
+		for f != nil && f.kind == failSettle {
+			// An earlier send of this reply may still land: wait until it
+			// has settled, then the guard reads the room.
+			s.log.Info("bandonce: replay waits for an earlier send to settle", "room", roomID, "message", messageID, "until", f.until)
+			if err := sleep(ctx, time.Until(f.until)); err != nil {
+				return Outcome{}, fmt.Errorf("bandonce: replay of message %s: waiting for an earlier send to settle: %w", messageID, err)
+			}
+			dup, f = r.send(ctx, o.Attempt, e, func(bool) error { return nil })
+		}
 		if f != nil {
 			return Outcome{}, fmt.Errorf("bandonce: replay of message %s: %s: %w", messageID, f.call, f.err)
 		}

@@ -117,9 +117,15 @@
 //   - [Message.Step] runs a side effect outside Band at most once per
 //     message and step name as far as the [Ledger] knows, and hands it an
 //     idempotency key that is the same at every delivery.
+//   - The writes of Band's agent API that Band has no idempotency key
+//     for carry their key in the write itself and go through the same
+//     guard: [Message.StoreMemory], [Message.CreateTask], a comment of
+//     [Message.UpdateTask], a titled [Message.CreateRoom]. The writes
+//     that set state ([Message.SetGoal], a task's status, a contact, a
+//     participant) are idempotent by nature.
 //   - The room tools ([Message.Participants], [Message.AddParticipant],
-//     [Message.CreateRoom], ...) and package band's client, usable outside
-//     a handler, reach the rest of Band's agent API.
+//     ...) and package band's client, usable outside a handler, reach the
+//     rest of Band's agent API.
 //
 // After an interrupt or a stop reached the room, an effect sends nothing
 // and returns the cause. See docs/turns.md for what a crash can still

@@ -21,6 +21,68 @@ const (
 	envSettleWindow   = "BANDONCE_SETTLE_WINDOW"   // Config.SettleWindow, a Go duration
 )
 
+// envOrigin records, for each Config field ConfigFromEnv filled, the
+// variable it read and the value it set.
+type envOrigin map[string]envValue
+
+type envValue struct{ name, value string }
+
+// fieldValue is the value of a field envOrigin may record, as a string.
+func (c Config) fieldValue(field string) string {
+	switch field {
+	case "APIKey":
+		return c.APIKey
+	case "BaseURL":
+		return c.BaseURL
+	case "SocketURL":
+		return c.SocketURL
+	case "AgentID":
+		return c.AgentID
+	case "StartTimeout":
+		return c.StartTimeout.String()
+	}
+	return ""
+}
+
+// envVar is the variable ConfigFromEnv filled field from, or "" when it
+// did not, or the caller has changed the field since.
+func (c Config) envVar(field string) string {
+	if c.fromEnv == nil {
+		return ""
+	}
+	v, ok := (*c.fromEnv)[field]
+	if !ok || v.value != c.fieldValue(field) {
+		return ""
+	}
+	return v.name
+}
+
+// named is how an error names field to the user: by the variable they
+// set it through, or as a Config field.
+func (c Config) named(field string) string {
+	if v := c.envVar(field); v != "" {
+		return v
+	}
+	return "Config." + field
+}
+
+// whereTheRESTRootGoes says, in the terms the user set it in, what the
+// base URL must be.
+func (c Config) whereTheRESTRootGoes() string {
+	switch c.envVar("BaseURL") {
+	case envBaseURL:
+		return envBaseURL + " is the REST root, ending in " + restPath + " (" + envRestURL + " is the host root)"
+	case envRestURL:
+		return envRestURL + " is the host root, to which the shell adds " + restPath + " (" + envBaseURL + " is the REST root, with it)"
+	}
+	return "Config.BaseURL is the REST root, ending in " + restPath + " (" + envBaseURL + " to ConfigFromEnv; " + envRestURL + " is the host root)"
+}
+
+// invalid is the *ConfigError for field.
+func (c Config) invalid(field, reason string) *ConfigError {
+	return &ConfigError{Field: field, Var: c.envVar(field), Reason: reason}
+}
+
 // restPath is where Band serves its agent REST API below the host root.
 const restPath = "/api/v1"
 
@@ -92,6 +154,23 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, err
 		}
 	}
+	origin := envOrigin{"APIKey": {envAPIKey, c.APIKey}}
+	switch {
+	case get(envBaseURL) != "":
+		origin["BaseURL"] = envValue{envBaseURL, c.BaseURL}
+	case c.BaseURL != "":
+		origin["BaseURL"] = envValue{envRestURL, c.BaseURL}
+	}
+	if c.SocketURL != "" {
+		origin["SocketURL"] = envValue{envSocketURL, c.SocketURL}
+	}
+	if c.AgentID != "" {
+		origin["AgentID"] = envValue{envAgentID, c.AgentID}
+	}
+	if c.StartTimeout != 0 {
+		origin["StartTimeout"] = envValue{envStartTimeout, c.StartTimeout.String()}
+	}
+	c.fromEnv = &origin
 	return c, nil
 }
 

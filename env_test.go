@@ -1,6 +1,7 @@
 package bandonce_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -121,4 +122,47 @@ func TestConfigFromEnvFeedsNew(t *testing.T) {
 	_, err = bandonce.New(cfg)
 	require.ErrorAs(t, err, &cfgErr)
 	assert.True(t, strings.Contains(err.Error(), "in clear"), err.Error())
+}
+
+// An error about a field ConfigFromEnv filled names the variable the user
+// set, not the Config field they never saw; a field the caller changed
+// afterwards is named as a field again.
+func TestConfigErrorsNameTheVariableTheUserSet(t *testing.T) {
+	echo := func(context.Context, *bandonce.Message) (*bandonce.Reply, error) { return nil, nil }
+	newFrom := func(vars map[string]string, change func(*bandonce.Config)) error {
+		vars["BAND_API_KEY"] = "band_a_0123456789abcdef"
+		cfg, err := bandonce.ConfigFromEnv(envOf(vars))
+		require.NoError(t, err)
+		cfg.Handler = echo
+		if change != nil {
+			change(&cfg)
+		}
+		_, err = bandonce.New(cfg)
+		return err
+	}
+	for _, tc := range []struct {
+		name   string
+		vars   map[string]string
+		change func(*bandonce.Config)
+		field  string
+		varSet string
+		says   string
+	}{
+		{"the REST root", map[string]string{"BAND_BASE_URL": "http://band.example.com/api/v1"}, nil,
+			"BaseURL", "BAND_BASE_URL", "bandonce: invalid BAND_BASE_URL (Config.BaseURL): plain http"},
+		{"the host root", map[string]string{"BAND_REST_URL": "http://band.example.com"}, nil,
+			"BaseURL", "BAND_REST_URL", "bandonce: invalid BAND_REST_URL (Config.BaseURL): plain http"},
+		{"the socket", map[string]string{"BAND_WS_URL": "ws://band.example.com/api/v1/socket/websocket"}, nil,
+			"SocketURL", "BAND_WS_URL", "bandonce: invalid BAND_WS_URL (Config.SocketURL): plain ws"},
+		{"changed by the caller", map[string]string{"BAND_BASE_URL": "https://band.example.com/api/v1"},
+			func(c *bandonce.Config) { c.BaseURL = "http://other.example.com/api/v1" },
+			"BaseURL", "", "bandonce: invalid Config.BaseURL: plain http"},
+	} {
+		err := newFrom(tc.vars, tc.change)
+		var cfgErr *bandonce.ConfigError
+		require.ErrorAs(t, err, &cfgErr, tc.name)
+		assert.Equal(t, tc.field, cfgErr.Field, tc.name)
+		assert.Equal(t, tc.varSet, cfgErr.Var, tc.name)
+		assert.True(t, strings.HasPrefix(err.Error(), tc.says), "%s: %s", tc.name, err)
+	}
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/band-once/bandonce/bandtype"
 	"github.com/band-once/bandonce/internal/keyguard"
-	"github.com/band-once/bandonce/internal/wire"
 )
 
 // Causes a handler's context is cancelled with; read them with
@@ -75,8 +75,9 @@ func (e *StartError) Unwrap() error { return e.Err }
 //	var apiErr *bandonce.APIError
 //	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity { ... }
 //
-// Its fields (go doc does not show them: the type is defined in an
-// internal package):
+// It is defined in package bandtype, where go doc shows its fields and
+// methods (go doc github.com/band-once/bandonce/bandtype.APIError), and
+// band.APIError names it too. Its fields:
 //
 //   - Endpoint string: the call, ids templated, such as
 //     "POST /agent/chats/{id}/messages".
@@ -91,15 +92,25 @@ func (e *StartError) Unwrap() error { return e.Err }
 //
 // Its method Transient reports whether the same request may succeed later
 // (429 and 5xx). None of its fields ever shows the API key.
-type APIError = wire.APIError
+type APIError = bandtype.APIError
 
 // ConfigError reports an invalid Config field.
 type ConfigError struct {
-	Field  string
+	// Field names the field, such as "BaseURL".
+	Field string
+	// Var is the environment variable ConfigFromEnv filled the field
+	// from, such as "BAND_BASE_URL", or "" when the caller set it.
+	Var string
+	// Reason says what is wrong with it.
 	Reason string
 }
 
+// Error names the variable the user set when the field came from the
+// environment, and the field otherwise.
 func (e *ConfigError) Error() string {
+	if e.Var != "" {
+		return "bandonce: invalid " + e.Var + " (Config." + e.Field + "): " + e.Reason
+	}
 	return "bandonce: invalid Config." + e.Field + ": " + e.Reason
 }
 

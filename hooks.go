@@ -203,9 +203,11 @@ func (s *Shell) controlApplied(mode, roomID string, inFlight bool) {
 	}
 }
 
-// logSettled writes the debug line of a settled delivery.
+// logSettled writes the line of a settled delivery, at
+// Config.SettledLogLevel.
 func (s *Shell) logSettled(o Outcome) {
-	if !s.log.Enabled(context.Background(), slog.LevelDebug) {
+	level := s.cfg.SettledLogLevel
+	if !s.log.Enabled(context.Background(), level) {
 		return
 	}
 	attrs := []slog.Attr{
@@ -218,5 +220,5 @@ func (s *Shell) logSettled(o Outcome) {
 	if o.Err != nil {
 		attrs = append(attrs, slog.Any("err", o.Err))
 	}
-	s.log.LogAttrs(context.Background(), slog.LevelDebug, "bandonce: settled", attrs...)
+	s.log.LogAttrs(context.Background(), level, "bandonce: settled", attrs...)
 }

@@ -42,8 +42,8 @@ func (s *Shell) identify(ctx context.Context, api *wire.Client) (*wire.Agent, er
 		return nil, err
 	}
 	if want := s.cfg.AgentID; want != "" && me.ID != want {
-		return nil, fmt.Errorf("%w: Band says the key is agent %s (@%s), but Config.AgentID (BAND_AGENT_ID) is %s",
-			ErrAgentMismatch, me.ID, me.Handle, want)
+		return nil, fmt.Errorf("%w: Band says the key is agent %s (@%s), but %s is %s",
+			ErrAgentMismatch, me.ID, me.Handle, s.cfg.named("AgentID"), want)
 	}
 	if binder, ok := s.cfg.Ledger.(AgentBinder); ok {
 		if err := binder.BindAgent(ctx, me.ID); err != nil {
@@ -138,9 +138,8 @@ func (s *Shell) finalAtStart(call string, err error) error {
 			// user key on the agent API): no retry will help.
 			return fmt.Errorf("%w: %w", ErrUnauthorized, apiErr)
 		case apiErr.Status == http.StatusNotFound || apiErr.Status == http.StatusMethodNotAllowed:
-			return fmt.Errorf("bandonce: %s is not Band's agent API (it answered %s with %d): "+
-				"Config.BaseURL is the REST root, ending in /api/v1 (BAND_BASE_URL; BAND_REST_URL is the host root): %w",
-				s.cfg.baseURL, call, apiErr.Status, err)
+			return fmt.Errorf("bandonce: %s is not Band's agent API (it answered %s with %d): %s: %w",
+				s.cfg.baseURL, call, apiErr.Status, s.cfg.whereTheRESTRootGoes(), err)
 		case !apiErr.Transient():
 			return fmt.Errorf("bandonce: Band at %s refused %s: %w", s.cfg.baseURL, call, err)
 		}

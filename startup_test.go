@@ -117,7 +117,7 @@ func TestStartFailsAtOnceOnAURLThatIsNotTheAPI(t *testing.T) {
 	err = s.Run(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is not Band's agent API")
-	assert.Contains(t, err.Error(), "ending in /api/v1")
+	assert.Contains(t, err.Error(), "Config.BaseURL is the REST root, ending in /api/v1")
 	var apiErr *bandonce.APIError
 	require.ErrorAs(t, err, &apiErr)
 	assert.Equal(t, http.StatusNotFound, apiErr.Status)
@@ -136,7 +136,7 @@ func TestAgentIDMismatchFailsAtStart(t *testing.T) {
 	err = s.Run(context.Background())
 	require.ErrorIs(t, err, bandonce.ErrAgentMismatch)
 	assert.Contains(t, err.Error(), w.agent.ID, "says whose the key is")
-	assert.Contains(t, err.Error(), other.ID, "and what was expected")
+	assert.Contains(t, err.Error(), "but Config.AgentID is "+other.ID, "and what was expected, by the field set")
 	assert.Zero(t, w.band.Requests()[fakeband.EndpointNext], "nothing fetched")
 	assert.Zero(t, w.band.Requests()[fakeband.EndpointChats], "no room listed")
 }
@@ -237,4 +237,33 @@ func TestStoppedWhileTheLedgerBindsIsACleanStop(t *testing.T) {
 		defer cancel()
 		assert.NoError(t, s.Run(ctx))
 	})
+}
+
+// Start-up errors about what the environment set name the variable: the
+// agent id, and a REST root that is not Band's agent API, in the
+// convention the user chose.
+func TestStartErrorsNameTheVariableTheUserSet(t *testing.T) {
+	w := newWorld(t, 1)
+	other := w.band.AddAgent("other")
+	host := strings.TrimSuffix(w.band.BaseURL(), "/api/v1")
+	run := func(vars map[string]string) error {
+		vars["BAND_API_KEY"] = w.agent.Key
+		cfg, err := bandonce.ConfigFromEnv(func(name string) string { return vars[name] })
+		require.NoError(t, err)
+		cfg.Handler, cfg.HTTPClient, cfg.DisableSocket = echo, w.band.HTTPClient(), true
+		s, err := bandonce.New(cfg)
+		require.NoError(t, err)
+		return s.Run(context.Background())
+	}
+
+	err := run(map[string]string{"BAND_BASE_URL": w.band.BaseURL(), "BAND_AGENT_ID": other.ID})
+	require.ErrorIs(t, err, bandonce.ErrAgentMismatch)
+	assert.Contains(t, err.Error(), "but BAND_AGENT_ID is "+other.ID)
+
+	err = run(map[string]string{"BAND_BASE_URL": host + "/v1"})
+	assert.Contains(t, err.Error(), "is not Band's agent API")
+	assert.Contains(t, err.Error(), "BAND_BASE_URL is the REST root, ending in /api/v1 (BAND_REST_URL is the host root)")
+
+	err = run(map[string]string{"BAND_REST_URL": host + "/band"})
+	assert.Contains(t, err.Error(), "BAND_REST_URL is the host root, to which the shell adds /api/v1")
 }

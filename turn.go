@@ -88,7 +88,7 @@ type turn struct {
 	closed  bool
 	sends   int // effects given default keys so far, by kind
 	events  int
-	rooms   int
+	writes  map[string]int  // agent-API writes given default keys so far, by kind (agentapi.go)
 	running map[string]bool // steps whose fn is running
 }
 
@@ -402,7 +402,7 @@ func (m *Message) Me() band.Agent {
 	s := m.turn.r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return band.Agent{ID: s.me.ID, Name: s.me.Name, Handle: s.me.Handle}
+	return band.Agent{ID: s.me.ID, Name: s.me.Name, Handle: s.me.Handle, FeatureFlags: maps.Clone(s.me.FeatureFlags)}
 }
 
 // Participants lists the room's participants.
@@ -447,38 +447,6 @@ func (m *Message) RemoveParticipant(ctx context.Context, participantID string) e
 		return err
 	}
 	return m.turn.r.s.client.RemoveParticipant(ctx, m.RoomID, participantID)
-}
-
-// CreateRoom creates a room owned by the agent, as a Step: at most once
-// per message and call (the n-th CreateRoom of the turn is step
-// "bandonce:create-room:n"), as far as the Ledger can know. Band has no
-// idempotency key for rooms, so a crash between the room's creation and
-// the ledger's record creates a second room on the redelivery; with a
-// MemoryLedger that record does not survive the crash at all.
-func (m *Message) CreateRoom(ctx context.Context, title string) (band.Room, error) {
-	if m.turn == nil {
-		return band.Room{}, ErrNotInTurn
-	}
-	t := m.turn
-	t.mu.Lock()
-	t.rooms++
-	name := "bandonce:create-room:" + strconv.Itoa(t.rooms)
-	t.mu.Unlock()
-	raw, err := t.step(ctx, name, func(ctx context.Context, _ string) ([]byte, error) {
-		room, err := t.r.s.client.CreateRoom(ctx, title)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(room)
-	})
-	if err != nil {
-		return band.Room{}, err
-	}
-	var room band.Room
-	if err := json.Unmarshal(raw, &room); err != nil {
-		return band.Room{}, fmt.Errorf("bandonce: %s: recorded result: %w", name, err)
-	}
-	return room, nil
 }
 
 // stepRan reports a Step that returned: a debug line, an info line when a

@@ -1,6 +1,9 @@
-// Package band is a typed client for the room tools of Band's agent API:
-// who the agent is, a room's participants (list, add, remove), the peers
-// it may add, new rooms, and a room's context. It is the client a handler
+// Package band is a typed client for the tools of Band's agent API: who
+// the agent is, a room's participants (list, add, remove), the peers it
+// may add, new rooms, a room's context, the agent's memories (store, list,
+// supersede, archive), a room's board (its tasks, their updates and
+// history, and its goal) and the agent's contacts (requests, answers,
+// removals). It is the client a handler
 // reaches through bandonce.Message and the one a setup script or an
 // operator's tool uses outside any handler:
 //
@@ -8,9 +11,12 @@
 //	if err != nil { ... }
 //	peers, err := client.Peers(ctx, "")
 //
-// Reads, adds and removes are retried on transient failures (transport
-// errors, 429, 5xx) with full-jitter backoff; creating a room is sent once,
-// because Band has no idempotency key and a repeat would be a second room.
+// Reads and the writes whose repeat has the effect of one (adds, removes,
+// a task's status, the goal, a memory's retirement) are retried on
+// transient failures (transport errors, 429, 5xx) with full-jitter
+// backoff; creating a room, a memory or a task and commenting on a task
+// are sent once, because Band has no idempotency key and a repeat would be
+// a second one (bandonce.Message guards them inside a handler).
 // Every non-2xx answer is an *APIError, the same type as bandonce.APIError.
 //
 // Sending messages and events is not here: inside a handler they go through
@@ -31,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/band-once/bandonce/bandtype"
 	"github.com/band-once/bandonce/internal/keyguard"
 	"github.com/band-once/bandonce/internal/wire"
 )
@@ -39,8 +46,9 @@ import (
 const DefaultBaseURL = "https://app.band.ai/api/v1"
 
 // APIError is the error every non-2xx answer from Band becomes; it is the
-// type bandonce.APIError names too.
-type APIError = wire.APIError
+// type bandonce.APIError names too. It is defined, with its fields, in
+// package bandtype.
+type APIError = bandtype.APIError
 
 // PagingError reports a walk through pages (a room's context, the peers)
 // that was stopped: the server repeated a page already read, or announced
@@ -192,6 +200,10 @@ type Agent struct {
 	ID string
 	// Name is its display name; Handle is "owner_handle/agent_slug".
 	Name, Handle string
+	// FeatureFlags are the flags Band turned on or off for the agent, as
+	// /agent/me lists them (nil when it lists none): what the API offers
+	// this agent today.
+	FeatureFlags map[string]any
 }
 
 // Participant is one participant of a room.
@@ -261,7 +273,7 @@ func (c *Client) Me(ctx context.Context) (Agent, error) {
 	if err != nil {
 		return Agent{}, err
 	}
-	return Agent{ID: a.ID, Name: a.Name, Handle: a.Handle}, nil
+	return Agent{ID: a.ID, Name: a.Name, Handle: a.Handle, FeatureFlags: a.FeatureFlags}, nil
 }
 
 // Participants lists a room's participants.

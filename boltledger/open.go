@@ -39,7 +39,8 @@ func Open(path string, opts Options) (*Ledger, error) {
 		return &OpenError{Path: path, AgentID: opts.AgentID, Kind: kind, Reason: fmt.Sprintf(format, args...), Err: cause}
 	}
 	if strings.TrimSpace(opts.AgentID) == "" {
-		return nil, fail(nil, nil, "cannot be opened: Options.AgentID is required")
+		return nil, fail(nil, nil, "cannot be opened: Options.AgentID is required: the agent's id, as Band answers GET /agent/me; "+
+			"an agent configured by its environment has it in BAND_AGENT_ID, which is empty or unset (fakeband prints it with the key)")
 	}
 	if opts.LockTimeout < 0 {
 		return nil, fail(nil, nil, "cannot be opened: Options.LockTimeout must not be negative")

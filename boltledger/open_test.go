@@ -55,6 +55,12 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 	}
 	_, err := os.Stat(path)
 	assert.ErrorIs(t, err, os.ErrNotExist, "nothing is created on bad options")
+
+	// An agent configured by its environment left BAND_AGENT_ID unset:
+	// the error says so in the terms the user set things in.
+	_, err = Open(path, Options{})
+	assert.ErrorContains(t, err, "Options.AgentID is required")
+	assert.ErrorContains(t, err, "BAND_AGENT_ID, which is empty or unset")
 }
 
 func TestOpenInAMissingDirectoryIsAPlainError(t *testing.T) {

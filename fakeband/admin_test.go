@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -375,4 +377,48 @@ func TestAdminChangesParticipantsAndDescriptions(t *testing.T) {
 	events := room["chat_events"].([]any)
 	require.Len(t, events, 1)
 	assert.Equal(t, "thought", events[0].(map[string]any)["message_type"])
+}
+
+// Every field name docs/fakeband.md gives the truth is one the truth has.
+func TestTheTruthsFieldsAreTheOnesTheManualNames(t *testing.T) {
+	f := newAdminFixture(t)
+	msg := f.say(t, "hello")
+	f.do(t, http.MethodPost, f.chat("/messages/"+msg+"/processing"), f.bot.Key, nil)
+	f.do(t, http.MethodPost, f.chat("/events"), f.bot.Key, map[string]any{"event": map[string]any{"content": "thinking", "message_type": "thought"}})
+	_, truth := f.admin(t, http.MethodGet, "/truth", nil)
+	keys := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				keys[k] = true
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(truth)
+
+	manual, err := os.ReadFile("../docs/fakeband.md")
+	require.NoError(t, err)
+	_, paragraph, ok := strings.Cut(string(manual), "The truth's fields: ")
+	require.True(t, ok, "docs/fakeband.md lists the truth's fields")
+	paragraph, _, _ = strings.Cut(paragraph, "\n\n")
+	names := regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(paragraph, -1)
+	require.NotEmpty(t, names)
+	for _, n := range names {
+		assert.True(t, keys[n[1]], "docs/fakeband.md names the truth field %q, which the truth does not have", n[1])
+	}
+	// A room's own fields, named in the parenthesis after `rooms`.
+	_, inRoom, _ := strings.Cut(paragraph, "`rooms` (")
+	inRoom, _, _ = strings.Cut(inRoom, ")")
+	room := truth["rooms"].([]any)[0].(map[string]any)
+	for _, n := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(inRoom, -1) {
+		assert.Contains(t, room, n[1], "docs/fakeband.md names a room's truth field %q", n[1])
+	}
+	assert.NotEmpty(t, room["chat_events"], "the event posted above shows")
 }

@@ -111,6 +111,34 @@ type roomTruthJSON struct {
 	Participants []memberJSON    `json:"participants"`
 	Posts        []postJSON      `json:"posts"`
 	ChatEvents   []chatEventJSON `json:"chat_events"`
+	// Tasks are the room's board, with each task's comments; Goal its
+	// goal (null while none is set).
+	Tasks []taskTruthJSON `json:"tasks"`
+	Goal  *Board          `json:"goal"`
+}
+
+type taskTruthJSON struct {
+	Seq            int              `json:"seq"`
+	ID             string           `json:"id"`
+	Number         int              `json:"number"`
+	CreatorID      string           `json:"creator_id"`
+	Subject        string           `json:"subject"`
+	Detail         string           `json:"detail"`
+	State          string           `json:"state"`
+	SupersededByID string           `json:"superseded_by_id,omitempty"`
+	Comments       []TaskComment    `json:"comments"`
+	Assignments    []TaskAssignment `json:"assignments"`
+}
+
+type memoryTruthJSON struct {
+	Seq           int             `json:"seq"`
+	ID            string          `json:"id"`
+	SourceAgentID string          `json:"source_agent_id"`
+	Content       string          `json:"content"`
+	Status        string          `json:"status"`
+	Scope         string          `json:"scope"`
+	SubjectID     string          `json:"subject_id,omitempty"`
+	Metadata      json.RawMessage `json:"metadata,omitempty"`
 }
 
 type deliveryJSON struct {
@@ -158,6 +186,8 @@ type truthJSON struct {
 	Events      []eventJSON          `json:"events"`
 	Requests    map[Endpoint]int     `json:"requests"`
 	FaultsFired map[string]int       `json:"faults_fired"`
+	// Memories are every memory stored, in order.
+	Memories []memoryTruthJSON `json:"memories"`
 }
 
 // adminTruth is the ground truth: every post, the final delivery status
@@ -169,14 +199,27 @@ func (b *Band) adminTruth(*http.Request) (int, any, *Error) {
 	out := truthJSON{
 		Rooms: []roomTruthJSON{}, Deliveries: []deliveryJSON{}, Executions: []executionTruthJSON{},
 		Marks: []markTruthJSON{}, Events: []eventJSON{},
-		Requests: map[Endpoint]int{}, FaultsFired: b.faultsLocked().Fired,
+		Requests: map[Endpoint]int{}, FaultsFired: b.faultsLocked().Fired, Memories: []memoryTruthJSON{},
+	}
+	for _, m := range b.memories {
+		out.Memories = append(out.Memories, memoryTruthJSON{Seq: m.Seq, ID: m.ID, SourceAgentID: m.SourceAgentID, Content: m.Content,
+			Status: m.Status, Scope: m.Scope, SubjectID: m.SubjectID, Metadata: m.Metadata})
 	}
 	for k, v := range b.truth.reqs {
 		out.Requests[k] = v
 	}
 	for _, id := range b.roomOrder {
 		rm := b.rooms[id]
-		rt := roomTruthJSON{ID: rm.id, Title: rm.title, Participants: b.membersLocked(rm), Posts: []postJSON{}, ChatEvents: []chatEventJSON{}}
+		rt := roomTruthJSON{ID: rm.id, Title: rm.title, Participants: b.membersLocked(rm), Posts: []postJSON{}, ChatEvents: []chatEventJSON{}, Tasks: []taskTruthJSON{}}
+		for _, t := range b.tasks[rm.id] {
+			rt.Tasks = append(rt.Tasks, taskTruthJSON{Seq: t.Seq, ID: t.ID, Number: t.Number, CreatorID: t.CreatorID, Subject: t.Subject,
+				Detail: t.Detail, State: t.State, SupersededByID: t.SupersededByID,
+				Comments: append([]TaskComment{}, t.Comments...), Assignments: append([]TaskAssignment{}, t.Assignments...)})
+		}
+		if bd := b.boards[rm.id]; bd != nil && bd.set {
+			goal := bd.Board
+			rt.Goal = &goal
+		}
 		for _, e := range b.truth.chatEvents[rm.id] {
 			rt.ChatEvents = append(rt.ChatEvents, chatEventJSON{
 				Seq: e.Seq, ID: e.ID, SenderID: e.SenderID, MessageType: e.MessageType, Content: e.Content, Metadata: e.Metadata,

@@ -14,19 +14,25 @@ type Band struct {
 	now func() time.Time
 	rng *rand.Rand // probabilistic faults only, so ids do not depend on them
 
-	owner        *participant
-	participants map[string]*participant
-	people       []*participant // every participant in creation order, for listings
-	byKey        map[string]*participant
-	byHandle     map[string]*participant
-	rooms        map[string]*room
-	roomOrder    []string
-	messages     map[string]*message
-	deliveries   map[deliveryKey]*delivery
-	executions   map[pairKey]*execution
-	lastDone     map[pairKey]string         // message most recently processed, for StaleNext
-	settledUpTo  map[pairKey]int            // room messages before this index are all settled for the agent
-	contacts     map[string]map[string]bool // agent id -> its contacts' participant ids
+	owner           *participant
+	participants    map[string]*participant
+	people          []*participant // every participant in creation order, for listings
+	byKey           map[string]*participant
+	byHandle        map[string]*participant
+	rooms           map[string]*room
+	roomOrder       []string
+	messages        map[string]*message
+	deliveries      map[deliveryKey]*delivery
+	executions      map[pairKey]*execution
+	lastDone        map[pairKey]string         // message most recently processed, for StaleNext
+	settledUpTo     map[pairKey]int            // room messages before this index are all settled for the agent
+	contacts        map[string]map[string]bool // agent id -> its contacts' participant ids
+	memories        []*memory                  // the one organization's, in creation order
+	tasks           map[string][]*task         // by room, in board order
+	taskNumbers     map[string]int             // by room: the last board number handed out
+	boards          map[string]*board          // by room
+	contactRequests []*contactRequest          // in the order they were sent
+	created         []CreatedRoom              // rooms agents created, in order
 
 	truth  truth
 	faults faultState
@@ -59,6 +65,9 @@ func New(opts Options) *Band {
 		lastDone:     map[pairKey]string{},
 		settledUpTo:  map[pairKey]int{},
 		contacts:     map[string]map[string]bool{},
+		tasks:        map[string][]*task{},
+		taskNumbers:  map[string]int{},
+		boards:       map[string]*board{},
 		closing:      make(chan struct{}),
 	}
 	if b.now == nil {

@@ -1,6 +1,7 @@
 package fakeband_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"sync"
@@ -21,12 +22,22 @@ func TestConcurrentAttemptsAreNumberedOnce(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for range each {
+				// Off the test goroutine: report and return, never FailNow.
 				resp, err := f.try(http.MethodPost, f.chat("/messages/"+msg+"/processing"), f.bot.Key, nil)
 				if err != nil || resp.status != http.StatusOK {
-					t.Errorf("processing: %v %d", err, resp.status)
+					t.Errorf("processing: %v %d %s", err, resp.status, resp.raw)
 					return
 				}
-				numbers <- int(resp.data(t)["attempt_number"].(float64))
+				var body struct {
+					Data struct {
+						AttemptNumber int `json:"attempt_number"`
+					} `json:"data"`
+				}
+				if err := json.Unmarshal(resp.raw, &body); err != nil || body.Data.AttemptNumber == 0 {
+					t.Errorf("processing: no attempt_number in %s (%v)", resp.raw, err)
+					return
+				}
+				numbers <- body.Data.AttemptNumber
 			}
 		})
 	}
@@ -52,9 +63,15 @@ func TestConcurrentPostsAreAllStoredInOneOrder(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				_, err := f.b.Say(f.room.ID, f.alice.ID, "hi", f.bot.ID)
-				assert.NoError(t, err)
-				f.do(t, http.MethodGet, f.chat("/context"), f.bot.Key, nil)
+				// Off the test goroutine: report and return, never FailNow.
+				if _, err := f.b.Say(f.room.ID, f.alice.ID, "hi", f.bot.ID); err != nil {
+					t.Errorf("say: %v", err)
+					return
+				}
+				if resp, err := f.try(http.MethodGet, f.chat("/context"), f.bot.Key, nil); err != nil || resp.status != http.StatusOK {
+					t.Errorf("context: %v %d %s", err, resp.status, resp.raw)
+					return
+				}
 			}
 		})
 	}

@@ -35,11 +35,17 @@ func (b *Band) AddContact(agentID, participantID string) error {
 	if err != nil {
 		return err
 	}
+	b.addContactLocked(agent, other)
+	return nil
+}
+
+// addContactLocked makes other a contact of agent, once.
+func (b *Band) addContactLocked(agent, other *participant) {
 	if b.contacts[agent.id] == nil {
 		b.contacts[agent.id] = map[string]bool{}
 	}
 	if b.contacts[agent.id][other.id] {
-		return nil
+		return
 	}
 	b.contacts[agent.id][other.id] = true
 	b.truth.record(Event{Kind: EventContactAdded, AgentID: agent.id, Detail: other.id})
@@ -49,7 +55,6 @@ func (b *Band) AddContact(agentID, participantID string) error {
 		payload.Description = &d
 	}
 	b.pushLocked(agent.id, "agent_contacts:"+agent.id, "contact_added", payload)
-	return nil
 }
 
 // RemoveContact ends the contact: the agent gets contact_removed.
@@ -63,10 +68,15 @@ func (b *Band) RemoveContact(agentID, participantID string) error {
 	if !b.contacts[agent.id][other.id] {
 		return notFound("contact")
 	}
+	b.removeContactLocked(agent, other)
+	return nil
+}
+
+// removeContactLocked ends a contact agent has.
+func (b *Band) removeContactLocked(agent, other *participant) {
 	delete(b.contacts[agent.id], other.id)
 	b.truth.record(Event{Kind: EventContactRemoved, AgentID: agent.id, Detail: other.id})
 	b.pushLocked(agent.id, "agent_contacts:"+agent.id, "contact_removed", contactRemovedJSON{ID: other.id})
-	return nil
 }
 
 func (b *Band) contactPairLocked(agentID, participantID string) (*participant, *participant, *Error) {

@@ -34,6 +34,9 @@ var (
 		EndpointMe, EndpointChats, EndpointNext, EndpointProcessing, EndpointProcessed, EndpointFailed,
 		EndpointPost, EndpointContext, EndpointMessages, EndpointEvent, EndpointActivity,
 		EndpointParticipants, EndpointAddParticipant, EndpointRemoveParticipant, EndpointCreateChat, EndpointPeers,
+		EndpointCreateMemory, EndpointMemories, EndpointMemory, EndpointMemoryStatus,
+		EndpointCreateTask, EndpointTasks, EndpointTask, EndpointUpdateTask, EndpointTaskHistory, EndpointBoard, EndpointPutBoard,
+		EndpointChat, EndpointRenameChat, EndpointContacts, EndpointAddContact, EndpointRemoveContact, EndpointContactRequests, EndpointRespondContact,
 		EndpointHumanPost, EndpointControl, EndpointSocket,
 	}
 )

@@ -98,6 +98,10 @@ type agentMeJSON struct {
 	Tags              []string  `json:"tags"`
 	InsertedAt        time.Time `json:"inserted_at"`
 	UpdatedAt         time.Time `json:"updated_at"`
+	// FeatureFlags is the member the official SDKs' AgentMe model has
+	// beside the document's fields (PY: tests/platform/test_link_credentials.py
+	// builds a "schema-valid" body with it); the fake turns no flag on.
+	FeatureFlags map[string]any `json:"feature_flags"`
 }
 
 type markJSON struct {

@@ -32,6 +32,25 @@ func (b *Band) agentRoutes() []route {
 		{"DELETE " + chat + "/participants/{id}", EndpointRemoveParticipant, agentSide, b.serveRemoveParticipant},
 		{"POST /api/v1/agent/chats", EndpointCreateChat, agentSide, b.serveCreateChat},
 		{"GET /api/v1/agent/peers", EndpointPeers, agentSide, b.servePeers},
+		{"POST /api/v1/agent/memories", EndpointCreateMemory, agentSide, b.serveCreateMemory},
+		{"GET /api/v1/agent/memories", EndpointMemories, agentSide, b.serveMemories},
+		{"GET /api/v1/agent/memories/{id}", EndpointMemory, agentSide, b.serveMemory},
+		{"POST /api/v1/agent/memories/{id}/supersede", EndpointMemoryStatus, agentSide, b.serveMemoryStatus("superseded")},
+		{"POST /api/v1/agent/memories/{id}/archive", EndpointMemoryStatus, agentSide, b.serveMemoryStatus("archived")},
+		{"POST " + chat + "/tasks", EndpointCreateTask, agentSide, b.serveCreateTask},
+		{"GET " + chat + "/tasks", EndpointTasks, agentSide, b.serveTasks},
+		{"GET " + chat + "/tasks/{id}", EndpointTask, agentSide, b.serveTask},
+		{"POST " + chat + "/tasks/{id}", EndpointUpdateTask, agentSide, b.serveUpdateTask},
+		{"GET " + chat + "/tasks/{id}/history", EndpointTaskHistory, agentSide, b.serveTaskHistory},
+		{"GET " + chat + "/board", EndpointBoard, agentSide, b.serveBoard},
+		{"PUT " + chat + "/board", EndpointPutBoard, agentSide, b.servePutBoard},
+		{"GET /api/v1/agent/chats/{id}", EndpointChat, agentSide, b.serveChat},
+		{"PATCH /api/v1/agent/chats/{id}", EndpointRenameChat, agentSide, b.serveRenameChat},
+		{"GET /api/v1/agent/contacts", EndpointContacts, agentSide, b.serveContacts},
+		{"POST /api/v1/agent/contacts/add", EndpointAddContact, agentSide, b.serveAddContact},
+		{"POST /api/v1/agent/contacts/remove", EndpointRemoveContact, agentSide, b.serveRemoveContact},
+		{"GET /api/v1/agent/contacts/requests", EndpointContactRequests, agentSide, b.serveContactRequests},
+		{"POST /api/v1/agent/contacts/requests/respond", EndpointRespondContact, agentSide, b.serveRespondContact},
 	}
 }
 
@@ -41,7 +60,7 @@ func (b *Band) serveMe(c *call) reply {
 	p := c.who
 	return okReply(http.StatusOK, agentMeJSON{
 		ID: p.id, Name: p.name, Handle: p.handle, Description: p.description, OwnerUUID: b.owner.id,
-		Tags: []string{}, InsertedAt: p.at, UpdatedAt: p.at,
+		Tags: []string{}, InsertedAt: p.at, UpdatedAt: p.at, FeatureFlags: map[string]any{},
 	})
 }
 

@@ -2,6 +2,7 @@ package fakeband
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -43,7 +44,22 @@ func (b *Band) serveCreateChat(c *call) reply {
 	r := b.newRoomLocked(title, taskID)
 	r.ownerID = c.who.id
 	b.joinLocked(r, c.who, RoleOwner)
+	b.created = append(b.created, CreatedRoom{ID: r.id, OwnerID: c.who.id, Title: title})
 	return okReply(http.StatusCreated, renderRoom(r))
+}
+
+// CreatedRoom is a room an agent created (POST /agent/chats), with the
+// title it was created with.
+type CreatedRoom struct {
+	ID, OwnerID, Title string
+}
+
+// CreatedRooms returns the rooms agents created, in the order they were
+// created.
+func (b *Band) CreatedRooms() []CreatedRoom {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.created)
 }
 
 // servePeers lists whom the agent may recruit: its owner and its sibling
@@ -97,4 +113,50 @@ func (b *Band) servePeers(c *call) reply {
 		}
 	}
 	return reply{status: http.StatusOK, data: items, meta: meta}
+}
+
+// serveChat reads one room the agent is in.
+func (b *Band) serveChat(c *call) reply {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, err := b.memberRoom(c.r.PathValue("id"), c.who)
+	if err != nil {
+		return errReply(err)
+	}
+	return okReply(http.StatusOK, renderRoom(r))
+}
+
+// serveRenameChat renames a room the agent owns and locks its title.
+// Renaming to the title it has changes nothing.
+func (b *Band) serveRenameChat(c *call) reply {
+	var body struct {
+		Chat *struct {
+			Title *string `json:"title"`
+		} `json:"chat"`
+	}
+	if err := decodeBody(c.r, &body); err != nil || body.Chat == nil || body.Chat.Title == nil {
+		return errReply(unprocessable("validation_error", `body must be {"chat": {"title"}}`, "/chat/title", "can't be blank"))
+	}
+	t := *body.Chat.Title
+	title := strings.TrimSpace(t)
+	switch {
+	case strings.ContainsAny(t, "\n\r\x00"):
+		return errReply(unprocessable("validation_error", "title must not contain control characters", "/chat/title", "is invalid"))
+	case title == "" || utf8.RuneCountInString(title) > chatTitleMax:
+		return errReply(unprocessable("validation_error", "title must be 1..120 characters", "/chat/title", "should be 1 to 120 character(s)"))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, err := b.memberRoom(c.r.PathValue("id"), c.who)
+	if err != nil {
+		return errReply(err)
+	}
+	if r.roles[c.who.id] != RoleOwner {
+		return errReply(forbidden("only the room's owner may rename it"))
+	}
+	if r.title != title {
+		r.title = title
+		b.truth.record(Event{Kind: EventRename, AgentID: c.who.id, RoomID: r.id, Detail: title})
+	}
+	return okReply(http.StatusOK, renderRoom(r))
 }

@@ -58,6 +58,13 @@ const (
 	EventActivity       = "activity"        // an agent reported /activity; Detail is working or idle
 	EventContactAdded   = "contact_added"   // a contact of the agent was added; Detail is the participant id
 	EventContactRemoved = "contact_removed" // a contact of the agent was removed; Detail is the participant id
+	EventMemory         = "memory"          // an agent stored a memory; Detail is its id
+	EventMemoryStatus   = "memory_status"   // a memory was superseded or archived; Detail is its id and status
+	EventTask           = "task"            // a task was created on a room's board; Detail is its id
+	EventTaskComment    = "task_comment"    // a comment was posted on a task; Detail is the task's id
+	EventBoard          = "board"           // a room's goal changed; Detail is its title
+	EventRename         = "rename"          // a room was renamed; Detail is its new title
+	EventContactRequest = "contact_request" // a contact request was sent (Detail: the recipient) or answered (Detail: its id and status)
 )
 
 // truth is the ground-truth record. Callers hold b.mu.

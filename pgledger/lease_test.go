@@ -23,11 +23,25 @@ func holding(tm term) bool { return tm.ctx.Err() == nil }
 // and takes it at once, with the next epoch, when the first lets go.
 func TestOneLeaderAtATime(t *testing.T) {
 	db := newTestDB(t)
-	first, a := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
-	second := startLeader(t, db.open(t, db.opts(testAgent, "holder-b")))
+	// A lease long enough that a loaded machine's holder renews in time;
+	// the renewals are counted, not the wall clock.
+	opts := func(holder string) Options {
+		o := db.opts(testAgent, holder)
+		o.LeaseTime = 3 * time.Second
+		return o
+	}
+	first, a := lead(t, db.open(t, opts("holder-a")))
+	second := startLeader(t, db.open(t, opts("holder-b")))
 
-	// Several lease times pass: every renewal keeps the standby out.
-	time.Sleep(4 * db.opts("", "").LeaseTime)
+	// More than a lease time passes, four renewals of it: every renewal
+	// keeps the standby out.
+	renewals, last := 0, db.expiry(t, testAgent)
+	until(t, "four renewals", func() bool {
+		if e := db.expiry(t, testAgent); !e.Equal(last) {
+			renewals, last = renewals+1, e
+		}
+		return renewals >= 4
+	})
 	assert.Empty(t, second.terms, "the standby leads while the holder renews")
 	assert.True(t, holding(a))
 	require.NoError(t, a.ledger.SetKey(context.Background(), "room-1", "k", bandonce.KeyIntent))
@@ -40,6 +54,14 @@ func TestOneLeaderAtATime(t *testing.T) {
 	assert.Equal(t, "holder-b", db.holder(t, testAgent))
 	err := a.ledger.SetKey(context.Background(), "room-1", "k", bandonce.KeyAccepted)
 	require.ErrorIs(t, err, ErrFenced, "the old term writes no more")
+}
+
+// expiry returns when the database says agent's lease runs out.
+func (db *testDB) expiry(t *testing.T, agent string) time.Time {
+	t.Helper()
+	var at time.Time
+	require.NoError(t, db.pool.QueryRow(context.Background(), `SELECT expires_at FROM `+db.schema+`.leases WHERE agent_id = $1`, agent).Scan(&at))
+	return at
 }
 
 // holder returns who the database says holds agent's lease.
@@ -179,9 +201,9 @@ func TestAnIntentWhoseAnswerComesTooLateIsRefused(t *testing.T) {
 	p.setHeld(true)
 	wrote := make(chan error, 1)
 	go func() { wrote <- a.ledger.SetKey(context.Background(), "room-1", "k", bandonce.KeyIntent) }()
-	// The lease runs out while the answer waits, which is still shorter
-	// than the statement's timeout (a second).
-	time.Sleep(db.opts("", "").LeaseTime + 100*time.Millisecond)
+	// The lease runs out by the holder's clock while the answer waits,
+	// which is still shorter than the statement's timeout (a second).
+	until(t, "the lease run out by the holder's clock", func() bool { return a.ledger.lease.short(0) != "" })
 	p.setHeld(false)
 	err := <-wrote
 	require.ErrorIs(t, err, ErrFenced)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
@@ -33,10 +34,17 @@ func TestLedgerKeepsTheContract(t *testing.T) {
 		leader *leader
 	}
 	holders := map[*Ledger]holder{}
+	// The contract is not about the lease: one long enough that a loaded
+	// machine's renewals always come in time (a handover releases it).
+	opts := func(db *testDB, holder string) Options {
+		o := db.opts(testAgent, holder)
+		o.LeaseTime = 30 * time.Second
+		return o
+	}
 	ledgertest.Run(t,
 		func(t *testing.T) bandonce.Ledger {
 			db := newTestDB(t)
-			ld, tm := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
+			ld, tm := lead(t, db.open(t, opts(db, "holder-a")))
 			holders[tm.ledger] = holder{db, ld}
 			return tm.ledger
 		},
@@ -45,7 +53,7 @@ func TestLedgerKeepsTheContract(t *testing.T) {
 			was.leader.stop()
 			require.NoError(t, was.leader.wait(t))
 			other := &testDB{dsn: was.db.dsn, pool: newPool(t, was.db.dsn), schema: was.db.schema}
-			ld, tm := lead(t, other.open(t, other.opts(testAgent, "holder-b")))
+			ld, tm := lead(t, other.open(t, opts(other, "holder-b")))
 			assert.Equal(t, l.(*Ledger).Epoch()+1, tm.ledger.Epoch(), "the next holder's epoch")
 			holders[tm.ledger] = holder{was.db, ld}
 			return tm.ledger
@@ -113,7 +121,10 @@ func TestDeletionsLeaveNoRow(t *testing.T) {
 func TestStatsCountEveryStatement(t *testing.T) {
 	ctx := context.Background()
 	db := newTestDB(t)
-	first, tm := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
+	// Not about the lease: one a loaded machine's renewals keep.
+	opts := db.opts(testAgent, "holder-a")
+	opts.LeaseTime = 30 * time.Second
+	first, tm := lead(t, db.open(t, opts))
 	l := tm.ledger
 	const rooms, messages = 8, 10
 	var wg sync.WaitGroup

@@ -82,7 +82,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 	case pool == nil:
 		return nil, fail(nil, nil, "cannot be opened: the pool is nil")
 	case strings.TrimSpace(opts.AgentID) == "":
-		return nil, fail(nil, nil, "cannot be opened: Options.AgentID is required")
+		return nil, fail(nil, nil, "cannot be opened: Options.AgentID is required: the agent's id, as Band answers GET /agent/me; "+
+			"an agent configured by its environment has it in BAND_AGENT_ID, which is empty or unset (fakeband prints it with the key)")
 	case !schemaName.MatchString(opts.Schema):
 		return nil, fail(nil, nil, "cannot be opened: Options.Schema must be lower-case letters, digits and underscores, starting with a letter or underscore")
 	case opts.LeaseTime < 0 || opts.LeaseTime > 0 && opts.LeaseTime < minLeaseTime:
@@ -115,12 +116,21 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 			open.AgentID, open.Schema = opts.AgentID, opts.Schema
 			return nil, open
 		}
-		if !transient(err) || ctx.Err() != nil {
+		// A context that ended during an attempt may surface as the
+		// attempt's own error (a connection reset, say): it is still the
+		// context that ended the wait.
+		gaveUp := func() error {
+			return fail(nil, fmt.Errorf("%w; the last attempt: %w", context.Cause(ctx), err), "cannot be opened: gave up when the context ended")
+		}
+		if ctx.Err() != nil {
+			return nil, gaveUp()
+		}
+		if !transient(err) {
 			return nil, fail(nil, err, "cannot be opened")
 		}
 		failures.note(s.log, "pgledger: cannot reach the database to open the ledger; retrying", err)
 		if sleep(ctx, failures.backoff()) != nil {
-			return nil, fail(nil, fmt.Errorf("%w; the last attempt: %w", ctx.Err(), err), "cannot be opened: gave up when the context ended")
+			return nil, gaveUp()
 		}
 	}
 }

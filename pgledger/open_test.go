@@ -62,7 +62,7 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 		want string
 	}{
 		"nil pool":        {nil, Options{AgentID: testAgent}, "the pool is nil"},
-		"no agent":        {pool, Options{AgentID: "  "}, "Options.AgentID is required"},
+		"no agent":        {pool, Options{AgentID: "  "}, "Options.AgentID is required: the agent's id, as Band answers GET /agent/me; an agent configured by its environment has it in BAND_AGENT_ID, which is empty or unset"},
 		"quoted schema":   {pool, Options{AgentID: testAgent, Schema: `a"b`}, "Options.Schema must be"},
 		"upper schema":    {pool, Options{AgentID: testAgent, Schema: "Ledger"}, "Options.Schema must be"},
 		"short lease":     {pool, Options{AgentID: testAgent, LeaseTime: time.Millisecond}, "Options.LeaseTime must be"},
@@ -181,12 +181,13 @@ func TestOpenWaitsOutAnUnreachableDatabase(t *testing.T) {
 	assert.Nil(t, open.Kind, "an outage is not an unusable database")
 	assert.Contains(t, logs.String(), "cannot reach the database to open the ledger; retrying")
 
+	refused := p.refusals()
 	opened := make(chan error, 1)
 	go func() {
 		_, err := Open(context.Background(), pool, opts)
 		opened <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // let it fail a few times
+	until(t, "the second Open refused twice", func() bool { return p.refusals() >= refused+2 })
 	p.setCut(false)
 	require.NoError(t, <-opened)
 	assert.Contains(t, logs.String(), "database reachable again")

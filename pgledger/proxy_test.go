@@ -18,11 +18,14 @@ type proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	thaw  chan struct{} // closed when a hold ends
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu  sync.Mutex
+	cut bool
+	// refused counts the connections refused while cut: the clients'
+	// attempts to reach the database during an outage.
+	refused int
+	thaw    chan struct{} // closed when a hold ends
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
 }
 
 // newProxy forwards a loopback port to dsn's server until cleanup.
@@ -69,6 +72,7 @@ func (p *proxy) accept() {
 		}
 		p.mu.Lock()
 		if p.cut {
+			p.refused++
 			p.mu.Unlock()
 			_ = client.Close() // the database is gone: refused at once
 			continue
@@ -121,6 +125,13 @@ func (p *proxy) pipe(dst, src net.Conn, answers bool) {
 
 // setCut takes the database away (every connection closed, new ones
 // refused) or gives it back.
+// refusals returns how many connections were refused while cut.
+func (p *proxy) refusals() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
+}
+
 func (p *proxy) setCut(cut bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -108,6 +108,15 @@ type Result struct {
 	// schedule's room order), oldest first, as the fake stored them.
 	Posts  [][]fakeband.Post
 	Events [][]fakeband.ChatEvent
+	// Memories are the memories stored, in order; Tasks the tasks of each
+	// room's board (the schedule's room order) with their comments; and
+	// CreatedRooms the titles of the rooms the agent created, in order:
+	// the writes of Band's agent API, as the fake stored them.
+	Memories     []fakeband.Memory
+	Tasks        [][]fakeband.Task
+	CreatedRooms []string
+	// AgentID is the participant id of the agent judged.
+	AgentID string
 	// Effects counts the side effects the agent performed through
 	// External, by natural key; Starts lists its handler starts.
 	Effects map[string]int

@@ -93,6 +93,13 @@ func (s *sim) judge() Result {
 	}
 	for _, r := range s.rooms {
 		res.Events = append(res.Events, s.band.ChatEvents(r.ID))
+		res.Tasks = append(res.Tasks, s.band.Tasks(r.ID))
+	}
+	res.Memories, res.AgentID = s.band.Memories(), s.agent.ID
+	for _, r := range s.band.CreatedRooms() {
+		if r.OwnerID == s.agent.ID {
+			res.CreatedRooms = append(res.CreatedRooms, r.Title)
+		}
 	}
 	for _, l := range s.allLives {
 		res.Sockets += int(l.sockets.Load())

@@ -3,47 +3,17 @@ package proof
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/band-once/bandonce"
-	"github.com/band-once/bandonce/boltledger"
-)
-
-// LedgerKind names the ledger a durable schedule keeps across lives.
-type LedgerKind string
-
-// Ledger kinds.
-const (
-	// LedgerMemory keeps a MemoryLedger across lives and reports it
-	// durable: a kill cannot lose a write that returned, which is what a
-	// durable store promises.
-	LedgerMemory LedgerKind = "memory"
-	// LedgerBolt keeps a boltledger file, reopened by every life.
-	LedgerBolt LedgerKind = "bolt"
-	// LedgerPG keeps a pgledger in PostgreSQL, under an agent id of the
-	// schedule's own; every life opens it and leads under a new lease.
-	LedgerPG LedgerKind = "pg"
 )
 
 // ShellConfig configures the prover's own agent, a bandonce.Shell.
 type ShellConfig struct {
-	// Durable is the ledger schedules with Durable set keep across
-	// lives. Other schedules get a fresh MemoryLedger every life. Empty
-	// means LedgerMemory.
-	Durable LedgerKind
-	// Dir holds the bolt files; required with LedgerBolt.
-	Dir string
-	// Postgres is the database URL and Schema the PostgreSQL schema of
-	// the pgledgers; both required with LedgerPG. The caller drops the
-	// schema when the run is over.
-	Postgres, Schema string
-	// MaxAttempts is the Shell's failure budget. Zero means 3.
+	// MaxAttempts is the Shell's failure budget. Zero means the Shell's
+	// default (bandonce.Config.MaxAttempts).
 	MaxAttempts int
 	// DeadLetterNotice is the Shell's Config.DeadLetterNotice: nil means
 	// the Shell's default notice.
@@ -64,52 +34,36 @@ const (
 	shellShutdown       = 100*time.Millisecond + 59*time.Microsecond
 )
 
-var boltFiles atomic.Int64
-
 // ShellAgent is the prover's default agent: a bandonce.Shell (socket on,
 // small intervals, seeded jitter) whose handler does what each message's
 // spec says and counts its starts and failures through External, so the
-// counts survive kills.
+// counts survive kills. A schedule with Durable set keeps one
+// MemoryLedger across its lives, reported durable (a kill loses no write
+// that returned, which is what a durable store promises); every other
+// schedule gets a fresh MemoryLedger every life. The durable stores
+// (boltledger, pgledger) are cmd/proof's, so that this package, which
+// verify imports, links neither.
 func ShellAgent(cfg ShellConfig) func(*Schedule) (Factory, func()) {
 	return func(s *Schedule) (Factory, func()) {
-		if s.Durable && cfg.Durable == LedgerPG {
-			return pgAgent(cfg), nil
-		}
 		var keep bandonce.Ledger
-		path := ""
 		if s.Durable {
-			if cfg.Durable == LedgerBolt {
-				path = filepath.Join(cfg.Dir, fmt.Sprintf("ledger-%d.db", boltFiles.Add(1)))
-			} else {
-				keep = &durableMemory{bandonce.NewMemoryLedger()}
-			}
-		}
-		cleanup := func() {
-			if path != "" {
-				_ = os.Remove(path)
-			}
+			keep = &durableMemory{bandonce.NewMemoryLedger()}
 		}
 		return func() Agent {
 			return func(ctx context.Context, env Env) error {
 				ledger := keep
-				if path != "" {
-					l, err := boltledger.Open(path, boltledger.Options{AgentID: env.AgentID})
-					if err != nil {
-						return err
-					}
-					defer l.Close()
-					ledger = l
-				}
 				if ledger == nil {
 					ledger = bandonce.NewMemoryLedger()
 				}
-				return runShell(ctx, env, ledger, cfg)
+				return RunShell(ctx, env, ledger, cfg)
 			}
-		}, cleanup
+		}, nil
 	}
 }
 
-func runShell(ctx context.Context, env Env, ledger bandonce.Ledger, cfg ShellConfig) error {
+// RunShell runs one life of the prover's Shell on ledger until ctx ends:
+// the agent ShellAgent makes, for a caller that brings its own ledger.
+func RunShell(ctx context.Context, env Env, ledger bandonce.Ledger, cfg ShellConfig) error {
 	seed := env.Seed
 	if seed == 0 {
 		seed = 1

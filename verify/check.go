@@ -2,7 +2,10 @@ package verify
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -209,13 +212,84 @@ func (f *failure) message(replay string) string {
 	return b.String()
 }
 
-// replayLine is the command that runs the violating schedule alone.
+// replayLine is the command that runs the violating schedule alone. It
+// names the test's package, so that it works from anywhere in the module.
 func replayLine(testName, check string, seed int64) string {
 	parts := strings.Split(testName, "/")
 	for i, p := range parts {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
-	return fmt.Sprintf("%s=%s %s=%d %s=1 go test -run '%s' .", EnvCheck, check, EnvSeed, seed, EnvSchedules, strings.Join(parts, "/"))
+	return fmt.Sprintf("%s=%s %s=%d %s=1 go test -run '%s' %s", EnvCheck, check, EnvSeed, seed, EnvSchedules, strings.Join(parts, "/"), testPackage(parts[0][1:len(parts[0])-1]))
+}
+
+// testPackage names the package of the running test whose top-level
+// function is top: its import path, read from the stack (the frame of
+// that function, or else the first frame outside this package); for a
+// package main, whose functions the stack names "main.", its directory
+// relative to the module's root (go test runs a test binary in its
+// package's directory); "." when neither can be found.
+func testPackage(top string) string {
+	pcs := make([]uintptr, 128)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	self, outside := "", ""
+	for {
+		f, more := frames.Next()
+		pkg, fn := splitFuncName(f.Function)
+		if self == "" {
+			self = pkg // this package's own
+		}
+		if pkg != "" && (fn == top || strings.HasPrefix(fn, top+".")) {
+			outside = pkg
+			break
+		}
+		if outside == "" && pkg != "" && pkg != self && pkg != "testing" && pkg != "runtime" {
+			outside = pkg
+		}
+		if !more {
+			break
+		}
+	}
+	outside = strings.TrimSuffix(outside, "_test")
+	if outside != "" && outside != "main" {
+		return outside
+	}
+	return moduleRelativeDir()
+}
+
+// splitFuncName splits a stack frame's function, such as
+// "example.com/pager_test.TestPager.func1", into its package path and
+// the rest.
+func splitFuncName(name string) (pkg, fn string) {
+	slash := strings.LastIndexByte(name, '/')
+	dot := strings.IndexByte(name[slash+1:], '.')
+	if dot < 0 {
+		return "", ""
+	}
+	return name[:slash+1+dot], name[slash+1+dot+1:]
+}
+
+// moduleRelativeDir is the working directory relative to the root of the
+// module that holds it, as "./dir" ("." at the root, or when there is no
+// go.mod above it).
+func moduleRelativeDir() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for dir := wd; ; {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			rel, err := filepath.Rel(dir, wd)
+			if err != nil || rel == "." {
+				return "."
+			}
+			return "./" + filepath.ToSlash(rel)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "."
+		}
+		dir = parent
+	}
 }
 
 func runOne(t testing.TB, d *checkDef, f Factory, opts []Option) Result {

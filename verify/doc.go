@@ -31,7 +31,7 @@
 // reason naming the defect, the schedule shrunk to the events that still
 // show it, and the command that replays it alone:
 //
-//	BANDONCE_VERIFY_CHECK=kill-after-post BANDONCE_VERIFY_SEED=20260619 BANDONCE_VERIFY_SCHEDULES=1 go test -run '^TestAgentIsExactlyOnce$' .
+//	BANDONCE_VERIFY_CHECK=kill-after-post BANDONCE_VERIFY_SEED=20260619 BANDONCE_VERIFY_SCHEDULES=1 go test -run '^TestAgentIsExactlyOnce$' example.com/youragent
 //
 // The Result carries the same. What a check could not exercise for this
 // agent it logs and lists in Result.NotApplicable: nothing is skipped

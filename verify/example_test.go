@@ -59,5 +59,5 @@ func Example() {
 	// mailer: false true
 	// kill-before-post 20260616
 	// a non-idempotent side effect: the effect "email:r1m1 reply" was performed 3 times, by two deliveries of one message: ask External.Performed (or run the effect as a Message.Step) before performing it, so a redelivery does not do it again
-	// BANDONCE_VERIFY_CHECK=kill-before-post BANDONCE_VERIFY_SEED=20260616 BANDONCE_VERIFY_SCHEDULES=1 go test -run '^TestAgentIsExactlyOnce$' .
+	// BANDONCE_VERIFY_CHECK=kill-before-post BANDONCE_VERIFY_SEED=20260616 BANDONCE_VERIFY_SCHEDULES=1 go test -run '^TestAgentIsExactlyOnce$' github.com/band-once/bandonce/verify
 }

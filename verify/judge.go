@@ -46,6 +46,9 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 	if v := eventTwice(o, res); v != nil {
 		return v
 	}
+	if v := writeTwice(res); v != nil {
+		return v
+	}
 	if v := noticeForAnswered(o, res); v != nil {
 		return v
 	}

@@ -64,6 +64,30 @@ func TestTheReplayLineReplaysTheViolation(t *testing.T) {
 	assert.Equal(t, first.Witness, again.Witness)
 	assert.Equal(t, first.Replay, again.Replay)
 	assert.Contains(t, first.Replay, "-run '^"+t.Name()+"$'")
+	assert.True(t, strings.HasSuffix(first.Replay, "' github.com/band-once/bandonce/verify"),
+		"the replay names the test's package, so it works from the module's root: %s", first.Replay)
+}
+
+// The replay line names the package by the stack frame of its test, or
+// the first frame outside the verifier; a package main's, which the stack
+// calls "main", by its directory from the module's root.
+func TestTheReplayLineNamesTheTestsPackage(t *testing.T) {
+	for _, tc := range []struct{ frame, pkg, fn string }{
+		{"example.com/agent/pager_test.TestPager.func1", "example.com/agent/pager_test", "TestPager.func1"},
+		{"example.com/agent.TestX", "example.com/agent", "TestX"},
+		{"main.TestY", "main", "TestY"},
+		{"github.com/x/y.(*T).Run", "github.com/x/y", "(*T).Run"},
+		{"nodot", "", ""},
+	} {
+		pkg, fn := splitFuncName(tc.frame)
+		assert.Equal(t, tc.pkg, pkg, tc.frame)
+		assert.Equal(t, tc.fn, fn, tc.frame)
+	}
+	assert.Equal(t, "github.com/band-once/bandonce/verify", testPackage(t.Name()), "this test's own frame")
+	func() {
+		assert.Equal(t, "./verify", testPackage("TestNotOnTheStack"), "no frame of the test and none outside the verifier: the directory")
+	}()
+	assert.Equal(t, "./verify", moduleRelativeDir(), "go test runs in the package's directory")
 }
 
 // quiet answers the messages whose label ends in an odd number only.

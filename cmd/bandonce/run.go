@@ -6,12 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/internal/bridge"
+	"github.com/band-once/bandonce/internal/cmdlog"
 	"github.com/band-once/bandonce/internal/keyguard"
 	"github.com/band-once/bandonce/internal/procgroup"
 )
@@ -143,14 +143,10 @@ func runMain(ctx context.Context, args []string, environ []string, stderr io.Wri
 		fmt.Fprintln(stderr, "bandonce run: BAND_API_KEY is not set: export the agent's API key")
 		return exitCannot
 	}
-	level := slog.LevelInfo
-	if o.verbose {
-		level = slog.LevelDebug
-	}
 	// The command's stderr is logged too: scrub the key from it, as the
 	// Shell scrubs its own records.
 	secret := keyguard.New(key)
-	logger := keyguard.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), secret)
+	logger := keyguard.Logger(cmdlog.New(stderr, o.verbose), secret)
 	opts := bridge.Options{KeyTemplate: o.key, Grace: o.grace, Logger: logger, Key: secret, PassKey: o.passKey, Env: o.env, Environ: environ}
 	var h handler
 	wait := func() {}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -158,3 +159,15 @@ func adminRaw(t *testing.T, root, path string, into any) {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// assertServedQuietly checks what the server wrote on stderr: its
+// records of serving and of stopping, in the commands' one log format
+// (cmdlog), and nothing at Warn or above.
+func assertServedQuietly(t *testing.T, stderr string) {
+	t.Helper()
+	assert.Regexp(t, `(?m)^time=\S+ level=INFO msg="fakeband: serving" url=http://\S+ seed=\d+$`, stderr)
+	assert.Regexp(t, `(?m)^time=\S+ level=INFO msg="fakeband: stopped"$`, stderr)
+	for line := range strings.Lines(stderr) {
+		assert.Contains(t, line, " level=INFO ", "nothing alarming on stderr")
+	}
+}

@@ -83,12 +83,14 @@ func probe(root string) error {
 // withParent ends its context when the parent process id changes, and
 // only then; a process whose parent is init is never watched.
 func TestWithParentEndsWhenOrphaned(t *testing.T) {
-	var ppid atomic.Int64
+	// The watcher's looks are counted: a few of them, not a span of the
+	// wall clock, are what the assertions of absence wait for.
+	var ppid, looks atomic.Int64
 	ppid.Store(4242)
-	getppid := func() int { return int(ppid.Load()) }
+	getppid := func() int { looks.Add(1); return int(ppid.Load()) }
 	ctx, stop := withParent(context.Background(), getppid, time.Millisecond)
 	defer stop()
-	time.Sleep(20 * time.Millisecond)
+	eventually(t, "the watcher looking at its parent thrice", func() bool { return looks.Load() >= 3 })
 	require.NoError(t, ctx.Err(), "the parent is still there")
 	ppid.Store(1)
 	select {
@@ -97,8 +99,9 @@ func TestWithParentEndsWhenOrphaned(t *testing.T) {
 		t.Fatal("the orphan was not noticed")
 	}
 
-	ctx, stop = withParent(context.Background(), func() int { return 1 }, time.Millisecond)
-	time.Sleep(20 * time.Millisecond)
+	looks.Store(0)
+	ctx, stop = withParent(context.Background(), func() int { looks.Add(1); return 1 }, time.Millisecond)
+	eventually(t, "the watcher looking at its parent", func() bool { return looks.Load() >= 1 })
 	assert.NoError(t, ctx.Err(), "started by init: nothing to watch")
 	stop()
 	assert.Error(t, ctx.Err(), "stop ends the context")

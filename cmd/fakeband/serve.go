@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/cmdlog"
 )
 
 // serve runs the fake Band until ctx ends.
@@ -59,12 +60,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	printSetup(stdout, base, scn.Seed, cast)
+	// stdout is the setup to paste; what happens while it serves is
+	// logged to stderr as bandonce run logs.
+	log := cmdlog.New(stderr, false)
+	log.Info("fakeband: serving", "url", strings.TrimSuffix(base, fakeband.APIPrefix), "seed", scn.Seed)
 	<-ctx.Done()
 	if err := band.Close(); err != nil {
-		fmt.Fprintln(stderr, "fakeband: closing:", err)
+		log.Error("fakeband: closing failed", "err", err)
 		return exitError
 	}
-	fmt.Fprintln(stdout, "fakeband: stopped")
+	log.Info("fakeband: stopped")
 	return exitOK
 }
 

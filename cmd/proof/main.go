@@ -63,7 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.exhaustive, "exhaustive", false, "enumerate every single and double kill point (1 room, 1–3 messages) instead of random schedules")
 	fs.BoolVar(&o.json, "json", false, "print the receipt as JSON")
 	fs.BoolVar(&o.verbose, "v", false, "print one line per schedule before the receipt")
-	fs.StringVar(&o.ledger, "ledger", string(proof.LedgerMemory), "ledger durable schedules keep across kills: memory, bolt or pg")
+	fs.StringVar(&o.ledger, "ledger", string(ledgerMemory), "ledger durable schedules keep across kills: memory, bolt or pg")
 	fs.StringVar(&o.postgres, "postgres", os.Getenv(postgresEnv), "PostgreSQL URL for -ledger pg (default $"+postgresEnv+"); the run works in a schema of its own and drops it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -71,9 +71,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	switch proof.LedgerKind(o.ledger) {
-	case proof.LedgerMemory, proof.LedgerBolt:
-	case proof.LedgerPG:
+	switch ledgerKind(o.ledger) {
+	case ledgerMemory, ledgerBolt:
+	case ledgerPG:
 		if o.postgres == "" {
 			return o, fmt.Errorf("-ledger pg needs a database: -postgres URL, or %s in the environment", postgresEnv)
 		}
@@ -159,13 +159,13 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 		Schedules:  o.schedules,
 		Exhaustive: o.exhaustive,
 		Verbose:    o.verbose,
-		Ledger:     ledgerDescription(proof.LedgerKind(o.ledger)),
+		Ledger:     ledgerDescription(ledgerKind(o.ledger)),
 	}
 	if wd, err := os.Getwd(); err == nil {
 		cfg.Revision = gitRevision(wd)
 	}
-	shell := proof.ShellConfig{Durable: proof.LedgerKind(o.ledger)}
-	if shell.Durable == proof.LedgerBolt {
+	shell := durableConfig{kind: ledgerKind(o.ledger)}
+	if shell.kind == ledgerBolt {
 		cfg.ReplayFlags = "-ledger bolt"
 		dir, err := os.MkdirTemp("", "bandonce-proof-")
 		if err != nil {
@@ -173,9 +173,9 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 			return false
 		}
 		defer os.RemoveAll(dir)
-		shell.Dir = dir
+		shell.dir = dir
 	}
-	if shell.Durable == proof.LedgerPG {
+	if shell.kind == ledgerPG {
 		cfg.ReplayFlags = "-ledger pg"
 		drop, err := pgSchema(&shell, o.postgres)
 		if err != nil {
@@ -184,7 +184,7 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 		}
 		defer drop()
 	}
-	cfg.Engine.Agent = proof.ShellAgent(shell)
+	cfg.Engine.Agent = durableAgent(shell)
 	cfg.Engine.DeadLettersTold = true // the Shell tells the room of every dead letter
 	switch {
 	case isTerminal(stderr):
@@ -212,12 +212,12 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 	return rep.Held
 }
 
-func ledgerDescription(k proof.LedgerKind) string {
+func ledgerDescription(k ledgerKind) string {
 	kept := "one MemoryLedger across kills, reported durable (a kill loses no write that returned)"
 	switch k {
-	case proof.LedgerBolt:
+	case ledgerBolt:
 		kept = "one boltledger file across kills, reopened by every life"
-	case proof.LedgerPG:
+	case ledgerPG:
 		kept = "one pgledger in PostgreSQL across kills, opened by every life, which leads under a new lease epoch"
 	}
 	return fmt.Sprintf("%s: a fresh MemoryLedger every life; a durable schedule keeps %s", k, kept)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -48,8 +48,8 @@ func agentWorld(t testing.TB, seed int64) (bin string, band *fakeband.Band, base
 // fake Band listening on loopback.
 type agentProc struct {
 	cmd    *exec.Cmd
-	stdout bytes.Buffer
-	stderr bytes.Buffer
+	stdout safebuf.Buffer // read while the process writes them
+	stderr safebuf.Buffer
 	done   chan error
 }
 
@@ -173,7 +173,8 @@ func TestEchoProcessHonoursInterruptAndStopWhileItWaits(t *testing.T) {
 	bin, band, base := agentWorld(t, 5)
 	agent, ada := band.AddAgent("echo"), band.AddHuman("ada")
 	room := band.AddRoom("ops", ada, agent.ID)
-	p := startAgent(t, bin, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base, "ECHO_DELAY=30s")
+	// -v, so the stopped cycle's settling is on stderr to wait for.
+	p := startAgentWith(t, bin, []string{"-v"}, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base, "ECHO_DELAY=30s")
 
 	waiting := func(id string) func() bool {
 		return func() bool { return band.Status(agent.ID, id) == "processing" }
@@ -188,7 +189,9 @@ func TestEchoProcessHonoursInterruptAndStopWhileItWaits(t *testing.T) {
 	require.NoError(t, err)
 	eventually(t, "the second handler waiting", waiting(second))
 	require.NoError(t, band.StopRoom(room.ID))
-	time.Sleep(200 * time.Millisecond)
+	eventually(t, "the stopped cycle settled", func() bool {
+		return strings.Contains(p.stderr.String(), "cycle stopped; leaving the message for replay")
+	})
 	assert.Equal(t, "processing", band.Status(agent.ID, second), "a stopped message is left for replay")
 
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))

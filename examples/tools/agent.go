@@ -9,14 +9,23 @@ import (
 )
 
 // Handler is the agent's tool loop, the shape an LLM agent's turn takes:
-// it thinks (a thought event), calls a tool (a tool_call event, then the
-// refund itself as a journaled Step with the payment API's idempotency
-// key, then a tool_result event), asks a second participant to confirm,
-// and answers the sender. Every one of those effects happens once, however
-// often the process is killed and the message served again.
+// it tracks its work as a task on the room's board (created, joined,
+// completed with a comment), thinks (a thought event), calls a tool (a
+// tool_call event, then the refund itself as a journaled Step with the
+// payment API's idempotency key, then a tool_result event), stores what it
+// learned as a memory about the sender, asks a second participant to
+// confirm, and answers the sender. Every one of those effects happens
+// once, however often the process is killed and the message served again.
 func Handler(pay Payments) bandonce.Handler {
 	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		order := orderOf(m.Body())
+		task, err := m.CreateTask(ctx, bandonce.Task{Subject: "Refund " + order, Detail: "Requested in this room."})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Status: "in_progress", ActiveForm: "refunding " + order}); err != nil {
+			return nil, err
+		}
 		if err := m.Event(ctx, bandonce.Event{
 			Type:    bandonce.EventThought,
 			Content: "The sender asks for a refund of " + order + ". I will refund it, then ask someone to confirm.",
@@ -43,6 +52,18 @@ func Handler(pay Payments) bandonce.Handler {
 			Type:     bandonce.EventToolResult,
 			Content:  "refunded " + order + ": " + string(receipt),
 			Metadata: map[string]any{"tool_call_id": "call-refund", "success": true, "receipt": string(receipt)},
+		}); err != nil {
+			return nil, err
+		}
+		if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Status: "completed",
+			Comment: "Refunded " + order + ", receipt " + string(receipt) + "."}); err != nil {
+			return nil, err
+		}
+		if _, err := m.StoreMemory(ctx, bandonce.Memory{
+			Content: "Asked for a refund of " + order + "; refunded with receipt " + string(receipt) + ".",
+			System:  "long_term", Type: "episodic", Segment: "user", SubjectID: m.SenderID,
+			Thought:  "A later request about " + order + " should know it was refunded.",
+			Metadata: map[string]any{"tags": []string{"refunds"}},
 		}); err != nil {
 			return nil, err
 		}

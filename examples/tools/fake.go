@@ -15,7 +15,8 @@ import (
 )
 
 // runFake plays one refund request on the in-process fake Band, with a
-// fake payment API, and prints the room: the messages and the events.
+// fake payment API, and prints the room (the messages and the events), its
+// board and the memory the agent stored.
 func runFake(ctx context.Context, out io.Writer, logger *slog.Logger) error {
 	fb := fakeband.New(fakeband.Options{Seed: 1})
 	defer fb.Close()
@@ -71,6 +72,19 @@ func runFake(ctx context.Context, out io.Writer, logger *slog.Logger) error {
 	sort.Slice(lines, func(i, j int) bool { return lines[i].seq < lines[j].seq })
 	for _, l := range lines {
 		fmt.Fprintln(out, l.text)
+	}
+	for _, t := range fb.Tasks(room.ID) {
+		status := "pending"
+		for _, a := range t.Assignments {
+			status = a.Status
+		}
+		fmt.Fprintf(out, "board:   #%d %s [%s]\n", t.Number, t.Subject, status)
+		for _, c := range t.Comments {
+			fmt.Fprintf(out, "         %s: %s\n", names[c.AuthorID], firstLine(c.Text))
+		}
+	}
+	for _, mem := range fb.Memories() {
+		fmt.Fprintf(out, "memory:  about %s: %s\n", names[mem.SubjectID], mem.Content)
 	}
 	for order, n := range payments.Refunds() {
 		fmt.Fprintf(out, "payments: %s refunded %d time(s)\n", order, n)

@@ -1,8 +1,10 @@
 // Command tools is a Band agent shaped like an LLM tool loop, built on
-// band-once: for a message such as "refund order-17" it posts a thought
-// event, a tool_call event, refunds the order through a payment API (a
-// journaled Step with an idempotency key), posts a tool_result event, asks
-// a second participant of the room to confirm, and answers the sender.
+// band-once: for a message such as "refund order-17" it opens a task on
+// the room's board and joins it, posts a thought event, a tool_call event,
+// refunds the order through a payment API (a journaled Step with an
+// idempotency key), posts a tool_result event, completes the task with a
+// comment, stores what it learned as a memory about the sender, asks a
+// second participant of the room to confirm, and answers the sender.
 // Every one of those effects happens exactly once, however often the
 // process is killed and the message served again.
 //

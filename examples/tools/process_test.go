@@ -82,7 +82,7 @@ func (k *killProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.URL.Path, next, ours = p, k.payments, true
 	} else {
 		r.URL.Path = strings.TrimPrefix(r.URL.Path, "/band")
-		ours = strings.Contains(r.URL.Path, "/chats/"+k.room+"/")
+		ours = strings.Contains(r.URL.Path, "/chats/"+k.room+"/") || strings.Contains(r.URL.Path, "/agent/memories")
 	}
 	k.mu.Lock()
 	if !k.killed && !k.counting && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages/"+k.msg+"/processing") {
@@ -270,6 +270,17 @@ func (r *turnRun) check(t *testing.T) {
 		"tool_call " + prefix + ":event:2":   1,
 		"tool_result " + prefix + ":event:3": 1,
 	}, events, "each event once")
+	tasks := r.band.Tasks(r.room.ID)
+	require.Len(t, tasks, 1, "one task on the board")
+	assert.True(t, strings.HasSuffix(tasks[0].Detail, "[dedup_key:"+prefix+":task:1]"), tasks[0].Detail)
+	require.Len(t, tasks[0].Comments, 1, "one comment on it")
+	assert.True(t, strings.HasSuffix(tasks[0].Comments[0].Text, "[dedup_key:"+prefix+":comment:1]"), tasks[0].Comments[0].Text)
+	assert.Equal(t, []fakeband.TaskAssignment{{AssigneeID: r.agent.ID, Status: "completed", ActiveForm: "refunding order-17"}}, tasks[0].Assignments)
+	memories := r.band.Memories()
+	require.Len(t, memories, 1, "one memory")
+	var meta map[string]any
+	require.NoError(t, json.Unmarshal(memories[0].Metadata, &meta))
+	assert.Equal(t, prefix+":memory:1", meta["dedup_key"])
 	assert.Equal(t, map[string]int{"order-17": 1}, r.payments.Refunds(), "one refund")
 	assert.Len(t, r.payments.Calls(), 1, "one idempotency key at every delivery")
 }
@@ -288,7 +299,7 @@ func TestToolsProcessSurvivesSIGKILLAtEveryRequestOfATurn(t *testing.T) {
 	dry.check(t)
 	turn := dry.proxy.requests()
 	t.Logf("the turn's requests: %s", strings.Join(turn, ", "))
-	require.GreaterOrEqual(t, len(turn), 9, "processing, participants, 3 events, the refund, the question, the reply, processed")
+	require.GreaterOrEqual(t, len(turn), 13, "processing, the task, its status, 3 events, the refund, the task's completion, the memory, participants, the question, the reply, processed")
 	for _, ledger := range []string{"memory", "bolt"} {
 		for at := 1; at <= len(turn); at++ {
 			for _, after := range []bool{false, true} {
@@ -323,7 +334,8 @@ func TestFakeModePrintsTheTurn(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, runFake(t.Context(), &out, slog.New(slog.DiscardHandler))) // nil would be slog.Default()
 	text := out.String()
-	for _, want := range []string{"[thought]", "[tool_call] refund(order-17)", "[tool_result] refunded order-17", "Could you confirm refund", "Refunded order-17", "payments: order-17 refunded 1 time(s)"} {
+	for _, want := range []string{"[thought]", "[tool_call] refund(order-17)", "[tool_result] refunded order-17", "Could you confirm refund", "Refunded order-17", "payments: order-17 refunded 1 time(s)",
+		"board:   #1 Refund order-17 [completed]", "refunds: Refunded order-17, receipt", "memory:  about ada: Asked for a refund of order-17"} {
 		assert.Contains(t, text, want)
 	}
 }

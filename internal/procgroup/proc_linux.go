@@ -14,6 +14,9 @@ func setDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
 type procEntry struct {
 	pid, ppid, pgid int
 	state           byte
+	// start is when the process started, in clock ticks after boot: with
+	// pid, what tells one process from a later one that reused its pid.
+	start uint64
 }
 
 // readStat parses /proc/PID/stat. The command name sits in parentheses and
@@ -28,16 +31,19 @@ func readStat(pid int) (procEntry, bool) {
 	if i < 0 {
 		return procEntry{}, false
 	}
+	// After the name: state (field 3 of proc(5)), ppid, pgrp, …,
+	// starttime (field 22).
 	f := bytes.Fields(data[i+1:])
-	if len(f) < 3 {
+	if len(f) < 20 {
 		return procEntry{}, false
 	}
 	ppid, err1 := strconv.Atoi(string(f[1]))
 	pgid, err2 := strconv.Atoi(string(f[2]))
-	if err1 != nil || err2 != nil || len(f[0]) != 1 {
+	start, err3 := strconv.ParseUint(string(f[19]), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || len(f[0]) != 1 {
 		return procEntry{}, false
 	}
-	return procEntry{pid: pid, ppid: ppid, pgid: pgid, state: f[0][0]}, true
+	return procEntry{pid: pid, ppid: ppid, pgid: pgid, state: f[0][0], start: start}, true
 }
 
 // processes lists every process /proc shows.

@@ -12,7 +12,10 @@ import (
 
 func setDeathSignal(*syscall.SysProcAttr) {}
 
-type procEntry struct{ pid, ppid, pgid int }
+type procEntry struct {
+	pid, ppid, pgid int
+	start           uint64
+}
 
 func descendants(int) []procEntry { return nil }
 

@@ -154,8 +154,10 @@ func (p *Process) Kill() {
 	}
 }
 
-// killSettle bounds Kill's wait for the processes it killed to be gone.
-const killSettle = 500 * time.Millisecond
+// killSettle bounds Kill's wait for the processes it killed to be gone:
+// a few milliseconds as a rule, far longer on a loaded machine, and only
+// a process stuck in the kernel (uninterruptible sleep) would use it up.
+const killSettle = 5 * time.Second
 
 // Track remembers the leader's descendants as they are now. Once the
 // leader has exited its orphans are re-parented and no walk from it can

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -190,6 +191,7 @@ func raceHelper() {
 	}
 	stop := make(chan struct{})
 	reaped := make(chan int)
+	var passes atomic.Int64 // the reaper's finished looks
 	go func() {
 		n := 0
 		for {
@@ -199,6 +201,7 @@ func raceHelper() {
 				return
 			default:
 				n += ReapOrphans()
+				passes.Add(1)
 			}
 		}
 	}()
@@ -213,7 +216,11 @@ func raceHelper() {
 					fmt.Printf("FAIL start: %v\n", err)
 					os.Exit(1)
 				}
-				time.Sleep(5 * time.Millisecond)
+				// Two whole looks of the reaper's since the start, not a
+				// span of the wall clock: the first may have begun before.
+				for at := passes.Load(); passes.Load() < at+2; {
+					time.Sleep(time.Millisecond)
+				}
 				if p.Exited() {
 					mu.Lock()
 					killed++
@@ -234,4 +241,53 @@ func TestAChildBeingStartedIsNoOrphan(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
 	assert.Contains(t, string(out), "killed 0 of 200 children as orphans; reaped 0")
+}
+
+// A descendant seen while it was still in the leader's group, which made
+// a session of its own afterwards and outlived the leader, is killed too:
+// the leader's exit took the parent link from it and the group no longer
+// holds it, so only what was tracked leads to it. (bandonce run's
+// TestCancellationEndsTheWholeGroup went red on a loaded machine when a
+// child was tracked between its fork and its setsid.)
+func TestKillEndsATrackedDescendantThatLeftForASessionOfItsOwn(t *testing.T) {
+	dir := t.TempDir()
+	fifo, pidFile := filepath.Join(dir, "go"), filepath.Join(dir, "pid")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	// The child waits on the fifo before it leaves the group.
+	p, err := Start(exec.Command("sh", "-c", `(read _ < `+fifo+`; exec setsid sleep 300) & echo $! > `+pidFile+`.tmp && mv `+pidFile+`.tmp `+pidFile+`; wait`), Options{})
+	require.NoError(t, err)
+	t.Cleanup(p.Kill)
+	var child int
+	waitFor(t, "the child's pid", func() bool {
+		data, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
+		child, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		require.NoError(t, err)
+		return true
+	})
+	p.Track()
+	require.Contains(t, GroupMembers(p.Pid()), child, "tracked while still in the leader's group")
+
+	// Let it go: it leaves for a session (and a group) of its own.
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("go\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	waitFor(t, "the child in a group of its own", func() bool {
+		e, ok := readStat(child)
+		return ok && e.pgid == child
+	})
+
+	// The leader dies alone; the child is re-parented away from it.
+	require.NoError(t, p.Signal(syscall.SIGKILL))
+	<-p.Done()
+	require.NotContains(t, GroupMembers(p.Pid()), child)
+	require.Len(t, Alive([]int{child}), 1)
+
+	p.Kill()
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) }) // if Kill missed it
+	assert.Empty(t, Alive([]int{child}), "the tracked descendant is gone when Kill returns")
 }

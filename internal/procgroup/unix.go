@@ -38,14 +38,18 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 // walk comes first, while the parent links still lead from pid to its
 // descendants; the group goes first so that nothing in it forks while the
 // rest are killed. A known descendant is only killed if its pid still
-// names a process in the group it was seen in, so a pid reused by an
-// unrelated process is left alone.
+// names the process that was seen (the same start time), so a pid reused
+// by an unrelated process is left alone, and one that left for a group or
+// a session of its own after it was seen is not.
 func killTree(pid int, known []procEntry) (killed []int) {
 	tree := descendants(pid)
 	_ = signalGroup(pid, syscall.SIGKILL)
 	for _, d := range known {
-		if now, ok := readStat(d.pid); ok && now.pgid == d.pgid {
-			tree = append(tree, d)
+		// The same process (not a later one that reused its pid), as it
+		// is now: it may have made a group or a session of its own since
+		// it was tracked.
+		if now, ok := readStat(d.pid); ok && now.start == d.start {
+			tree = append(tree, now)
 		}
 	}
 	for _, d := range tree {

@@ -22,6 +22,9 @@ type life struct {
 	proxy   *proxy
 	out     *outputTail
 	started time.Time
+	// asked: the life has made its first request, so it has started up;
+	// until then it is starting, not stalled. Guarded by sim.mu.
+	asked bool
 
 	// dead: nothing more of this life is applied to the fake. Guarded by
 	// sim.applyMu.

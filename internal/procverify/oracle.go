@@ -20,6 +20,10 @@ const (
 	// NoDoublePost: at most one reply per dedup marker in a room, and at
 	// most one reply per message (see attribution in the docs).
 	NoDoublePost Invariant = "no-double-post"
+	// NoDoubleWrite: at most one memory, task, task comment and created
+	// room per key (oracle.DoubleWrites), the writes of Band's agent API
+	// an agent makes besides its posts.
+	NoDoubleWrite Invariant = "no-double-write"
 	// AgentLifecycle: the agent runs until it is killed, superseded or
 	// terminated; it never exits on its own.
 	AgentLifecycle Invariant = "agent-lifecycle"
@@ -49,7 +53,7 @@ const (
 )
 
 // Invariants is every rule, in judging order.
-var Invariants = []Invariant{NoDoublePost, AgentLifecycle, SupersedeExit, NonePending, OneOutcome, InterruptSilence, StopSilence, TermExit, Quiet}
+var Invariants = []Invariant{NoDoublePost, NoDoubleWrite, AgentLifecycle, SupersedeExit, NonePending, OneOutcome, InterruptSilence, StopSilence, TermExit, Quiet}
 
 // Violation is a rule that failed, with a one-clause reason.
 type Violation struct {
@@ -112,6 +116,7 @@ func (s *sim) judge() Result {
 	t := s.gather()
 	v := newJudgement()
 	t.doublePosts(v)
+	t.doubleWrites(v)
 	t.pending(v)
 	t.outcomes(v)
 	t.notices(v)
@@ -260,6 +265,41 @@ func (t *truth) doublePosts(v *judgement) {
 			v.DoublePosts += n - 1
 			v.Fail(NoDoublePost, "%s got %d replies", m.Label, n)
 		}
+	}
+}
+
+// doubleWrites judges the agent's memories, tasks, comments and created
+// rooms, one check per write.
+func (t *truth) doubleWrites(v *judgement) {
+	s := t.s
+	var tasks []fakeband.Task
+	for _, r := range s.rooms {
+		tasks = append(tasks, s.band.Tasks(r.ID)...)
+	}
+	var created []string
+	for _, r := range s.band.CreatedRooms() {
+		if r.OwnerID == s.agent.ID {
+			created = append(created, r.Title)
+		}
+	}
+	memories := s.band.Memories()
+	writes := len(created)
+	for _, m := range memories {
+		if m.SourceAgentID == s.agent.ID {
+			writes++
+		}
+	}
+	for _, task := range tasks {
+		writes += len(task.Comments)
+		if task.CreatorID == s.agent.ID {
+			writes++
+		}
+	}
+	for range writes {
+		v.Check(NoDoubleWrite)
+	}
+	for _, d := range oracle.DoubleWrites(s.agent.ID, memories, tasks, created) {
+		v.Fail(NoDoubleWrite, "a %s written twice under key %q (%q)", d.Kind, d.Key, d.Text)
 	}
 }
 

@@ -197,6 +197,11 @@ func (s *sim) arrive(l *life, ep fakeband.Endpoint, room, msg string) *attempt {
 	if mutating(ep) {
 		s.lastSend, s.progress = time.Now(), time.Now()
 	}
+	if !l.asked {
+		// A process slow to start (an interpreter on a loaded machine)
+		// has not stalled: the stall clock runs from its first request.
+		l.asked, s.progress = true, time.Now()
+	}
 	return a
 }
 

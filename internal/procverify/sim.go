@@ -253,8 +253,11 @@ func (s *sim) step(end time.Time) bool {
 		return false
 	}
 	s.mu.Lock()
-	stalled := now.Sub(s.progress) >= stallAfter
 	sinceProgress := now.Sub(s.progress)
+	stalled := sinceProgress >= stallAfter
+	if l := s.life; l != nil && !l.asked && now.Sub(l.started) < giveUp {
+		stalled = false // still starting up: see arrive
+	}
 	s.mu.Unlock()
 	if stalled {
 		switch {

@@ -18,7 +18,7 @@ func newAPIError(endpoint string, resp *http.Response, body []byte) *APIError {
 	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 		e.RetryAfter = d
 	}
-	if !e.readEnvelope(body) {
+	if !readEnvelope(e, body) {
 		e.Body = excerpt(body)
 	}
 	if e.RequestID == "" {
@@ -31,7 +31,7 @@ func newAPIError(endpoint string, resp *http.Response, body []byte) *APIError {
 // details}} and reports whether body was that envelope in full. It takes
 // what it can from a partial one: each member is read on its own, so one
 // wrongly typed member does not lose the others.
-func (e *APIError) readEnvelope(body []byte) bool {
+func readEnvelope(e *APIError, body []byte) bool {
 	var env struct {
 		Error json.RawMessage `json:"error"`
 	}

@@ -86,7 +86,7 @@ func (c *Client) scrub(err *error) {
 	}
 	var apiErr *APIError
 	if errors.As(*err, &apiErr) {
-		apiErr.scrub(c.key)
+		scrubAPIError(apiErr, c.key)
 	}
 	var big *TooLargeError
 	if errors.As(*err, &big) {

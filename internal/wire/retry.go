@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -74,6 +75,8 @@ type retryDoer struct {
 	opts   RetryOptions
 	jitter *jitter
 	log    *slog.Logger
+	// deprecated holds the endpoints whose deprecation was logged.
+	deprecated sync.Map
 }
 
 func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
@@ -88,6 +91,7 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 		if err != nil {
 			return nil, withCause(ctx, err)
 		}
+		d.noteDeprecation(ctx, endpointOf(req), resp)
 		return resp, nil
 	}
 
@@ -107,6 +111,7 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 			d.hc.CloseIdleConnections() // as retryablehttp does after a failure
 			return nil, withCause(ctx, err)
 		}
+		d.noteDeprecation(ctx, endpoint, resp)
 		return resp, nil
 	}
 	if err == nil {
@@ -215,6 +220,7 @@ func (d *retryDoer) retry(ctx context.Context, req *http.Request, endpoint strin
 		}
 		return nil, withCause(ctx, err)
 	}
+	d.noteDeprecation(ctx, endpoint, resp)
 	return resp, nil
 }
 

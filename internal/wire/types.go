@@ -21,6 +21,9 @@ type Agent struct {
 	Name      string `json:"name"`
 	Handle    string `json:"handle"`
 	OwnerUUID string `json:"owner_uuid"`
+	// FeatureFlags are the flags Band turned on or off for the agent
+	// (nil when it lists none).
+	FeatureFlags map[string]any `json:"feature_flags"`
 }
 
 // Chat is one item of GET /agent/chats.

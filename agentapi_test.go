@@ -1,0 +1,261 @@
+package bandonce_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/band"
+	"github.com/band-once/bandonce/boltledger"
+	"github.com/band-once/bandonce/fakeband"
+)
+
+// boardHandler is an assistant's turn over Band's agent API: it stores
+// what it learned as a memory, tracks its work as a task on the room's
+// board (joined, then completed with a comment), sets the room's goal, opens a
+// follow-up room, asks the sender to be a contact, and answers.
+func boardHandler(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+	if _, err := m.StoreMemory(ctx, bandonce.Memory{Content: "the sender asked for: " + m.Body(), System: "long_term",
+		Type: "episodic", Segment: "user", Thought: "to recall the request later", SubjectID: m.SenderID,
+		Metadata: map[string]any{"tags": []string{"refunds"}}}); err != nil {
+		return nil, err
+	}
+	task, err := m.CreateTask(ctx, bandonce.Task{Subject: "handle: " + m.Body(), Detail: "asked in this room"})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Status: "in_progress", ActiveForm: "refunding"}); err != nil {
+		return nil, err
+	}
+	// The comment comes with the status: a redelivery that finds the
+	// comment must still leave the task completed, not in the in_progress
+	// its first update sets again.
+	if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Status: "completed", Comment: "refunded"}); err != nil {
+		return nil, err
+	}
+	goal := "refunds"
+	if _, err := m.SetGoal(ctx, band.Goal{Title: &goal}); err != nil {
+		return nil, err
+	}
+	room, err := m.CreateRoom(ctx, "follow-up: "+m.Body())
+	if err != nil {
+		return nil, err
+	}
+	ps, err := m.Participants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		if p.ID == m.SenderID {
+			if _, err := m.AddContact(ctx, "@"+p.Handle, "thanks for asking"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &bandonce.Reply{Content: "done; follow-up in " + room.ID, Mentions: []string{m.SenderID}}, nil
+}
+
+// boardWrites counts, from the fake's truth, each write of boardHandler's
+// turn for message id, by kind.
+func boardWrites(t *testing.T, w *world, room fakeband.Room, id string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, mem := range w.band.Memories() {
+		var meta map[string]any
+		require.NoError(t, json.Unmarshal(mem.Metadata, &meta))
+		out[fmt.Sprintf("memory %v", meta["dedup_key"])]++
+	}
+	for _, task := range w.band.Tasks(room.ID) {
+		out["task "+strings.Split(task.Detail, "\n")[1]]++
+		for _, c := range task.Comments {
+			out["comment "+strings.Split(c.Text, "\n")[1]]++
+		}
+		for _, a := range task.Assignments {
+			out["status "+a.Status]++
+		}
+	}
+	for _, e := range w.band.Events() {
+		if e.Kind == fakeband.EventRoom && strings.HasPrefix(e.Detail, "follow-up: ") {
+			out["room"]++
+		}
+		if e.Kind == fakeband.EventContactRequest && e.Detail == w.human.ID {
+			out["contact request"]++
+		}
+	}
+	if bd, ok := w.band.RoomBoard(room.ID); ok {
+		out["goal "+bd.GoalTitle] = bd.Changes
+	}
+	out["reply"] = w.repliesTo(room, bandonce.DefaultKey(id))
+	return out
+}
+
+func wantBoardWrites(id string) map[string]int {
+	k := bandonce.DefaultKey(id)
+	return map[string]int{
+		"memory " + k + ":memory:1":               1,
+		"task [dedup_key:" + k + ":task:1]":       1,
+		"comment [dedup_key:" + k + ":comment:1]": 1,
+		"status completed":                        1,
+		"room":                                    1,
+		"goal refunds":                            1,
+		"contact request":                         1,
+		"reply":                                   1,
+	}
+}
+
+// A turn that stores a memory, creates and works a task, sets the goal
+// and opens a room makes each write once and costs one request per write.
+func TestATurnMakesEachAgentAPIWriteOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "refund order 17")
+		stop := w.start(w.config(boardHandler))
+		settle(10 * time.Second)
+		require.NoError(t, stop())
+		assert.Equal(t, wantBoardWrites(id), boardWrites(t, w, room, id))
+		reqs := w.band.Requests()
+		for ep, n := range map[fakeband.Endpoint]int{fakeband.EndpointCreateMemory: 1, fakeband.EndpointCreateTask: 1,
+			fakeband.EndpointUpdateTask: 2, fakeband.EndpointPutBoard: 1, fakeband.EndpointCreateChat: 1,
+			fakeband.EndpointMemories: 0, fakeband.EndpointTasks: 0, fakeband.EndpointTaskHistory: 0, fakeband.EndpointChats: 1} {
+			assert.Equal(t, n, reqs[ep], "%s: a first delivery reads nothing to guard its writes", ep)
+		}
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+	})
+}
+
+// A write whose answer was lost is found again by its key and not made
+// again: the guard reads Band once and never repeats the request blind.
+func TestAWriteWhoseAnswerWasLostIsNotMadeAgain(t *testing.T) {
+	for _, tc := range []struct {
+		ep   fakeband.Endpoint
+		nth  int
+		read fakeband.Endpoint
+	}{
+		{fakeband.EndpointCreateMemory, 1, fakeband.EndpointMemories},
+		{fakeband.EndpointCreateTask, 1, fakeband.EndpointTasks},
+		{fakeband.EndpointUpdateTask, 2, fakeband.EndpointTaskHistory}, // the comment
+		{fakeband.EndpointCreateChat, 1, fakeband.EndpointChats},
+	} {
+		t.Run(string(tc.ep), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(t, 1)
+				room := w.rooms[0]
+				id := w.say(room, "refund order 17")
+				w.band.Inject(fakeband.Fault{Endpoint: tc.ep, Nth: tc.nth, Kind: fakeband.LoseResponse})
+				stop := w.start(w.config(boardHandler))
+				settle(10 * time.Second)
+				require.NoError(t, stop())
+				assert.Equal(t, wantBoardWrites(id), boardWrites(t, w, room, id))
+				reqs := w.band.Requests()
+				// The comment found, only the status that came with it is
+				// set again: three updates, one comment.
+				sent := map[fakeband.Endpoint]int{fakeband.EndpointUpdateTask: 3}[tc.ep]
+				assert.Equal(t, max(sent, 1), reqs[tc.ep], "never sent again blind")
+				clean := map[fakeband.Endpoint]int{fakeband.EndpointChats: 1}[tc.read] // the shell's start-up listing
+				assert.Greater(t, reqs[tc.read], clean, "Band was read for the key")
+				assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+			})
+		})
+	}
+}
+
+// A crash at every request boundary of a turn with every agent-API write,
+// before and after Band applied the request, then a fresh shell: each
+// write is in the fake's truth once, on a forgetful and on a durable
+// ledger.
+func TestCrashAtEveryRequestOfATurnWithAgentAPIWrites(t *testing.T) {
+	var total int
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		w.say(w.rooms[0], "refund order 17")
+		total = runConfigWithKill(t, w, w.config(boardHandler), -1, false)
+	})
+	require.GreaterOrEqual(t, total, 13, "me, chats, next, processing, 7 writes, participants, the reply, processed")
+	for _, durable := range []bool{false, true} {
+		for at := 1; at <= total; at++ {
+			for _, after := range []bool{false, true} {
+				t.Run(fmt.Sprintf("durable=%v request %d after=%v", durable, at, after), func(t *testing.T) {
+					path := filepath.Join(t.TempDir(), "agent.ledger")
+					synctest.Test(t, func(t *testing.T) {
+						w := newWorld(t, 1)
+						room := w.rooms[0]
+						id := w.say(room, "refund order 17")
+						life := func(at int) {
+							cfg := w.config(boardHandler)
+							if durable {
+								ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+								require.NoError(t, err)
+								defer ledger.Close()
+								cfg.Ledger = ledger
+							}
+							runConfigWithKill(t, w, cfg, at, after)
+						}
+						life(at)
+						life(-1)
+						assert.Equal(t, wantBoardWrites(id), boardWrites(t, w, room, id))
+						assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+					})
+				})
+			}
+		}
+	}
+}
+
+// The writes are refused outside the turn and after a stop, and bad ones
+// are refused before any request.
+func TestAgentAPIWritesOutsideTheTurnOrBadAreRefused(t *testing.T) {
+	var m bandonce.Message
+	ctx := t.Context()
+	_, err := m.StoreMemory(ctx, bandonce.Memory{})
+	assert.ErrorIs(t, err, bandonce.ErrNotInTurn)
+	_, err = m.CreateTask(ctx, bandonce.Task{Subject: "x"})
+	assert.ErrorIs(t, err, bandonce.ErrNotInTurn)
+	_, err = m.UpdateTask(ctx, "1", bandonce.TaskUpdate{Comment: "x"})
+	assert.ErrorIs(t, err, bandonce.ErrNotInTurn)
+	_, err = m.SetGoal(ctx, band.Goal{})
+	assert.ErrorIs(t, err, bandonce.ErrNotInTurn)
+	_, err = m.CreateRoom(ctx, "x")
+	assert.ErrorIs(t, err, bandonce.ErrNotInTurn)
+
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		w.say(room, "x")
+		errs := make(chan error, 8)
+		stop := w.start(w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			_, err := m.StoreMemory(ctx, bandonce.Memory{Content: "x", System: "long_term", Type: "semantic", Segment: "user", Thought: "t"})
+			errs <- err // no subject for a subject memory
+			_, err = m.StoreMemory(ctx, bandonce.Memory{Content: "x", System: "long_term", Type: "semantic", Segment: "user", Thought: "t",
+				Scope: "organization", Metadata: map[string]any{"dedup_key": "mine"}})
+			errs <- err
+			_, err = m.CreateTask(ctx, bandonce.Task{Subject: " "})
+			errs <- err
+			_, err = m.UpdateTask(ctx, "1", bandonce.TaskUpdate{Comment: " "})
+			errs <- err
+			_, err = m.CreateRoom(ctx, strings.Repeat("t", 110))
+			errs <- err
+			return nil, nil
+		}))
+		settle(10 * time.Second)
+		require.NoError(t, stop())
+		for range 5 {
+			err := <-errs
+			var perm *bandonce.PermanentError
+			assert.ErrorAs(t, err, &perm)
+		}
+		reqs := w.band.Requests()
+		for _, ep := range []fakeband.Endpoint{fakeband.EndpointCreateMemory, fakeband.EndpointCreateTask, fakeband.EndpointUpdateTask, fakeband.EndpointCreateChat} {
+			assert.Zero(t, reqs[ep], "%s: nothing sent", ep)
+		}
+	})
+}
