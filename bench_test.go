@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,4 +162,72 @@ func liveHeap() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// BenchmarkWaitingTurn measures what a turn waiting on a slow handler
+// costs the shell: b.N rooms of the in-memory fake with a message each,
+// every handler blocked at once (as on a model's answer), and the heap
+// and goroutine stacks the shell holds for them then (after a collection,
+// less those held before it started), per turn, with the goroutines.
+func BenchmarkWaitingTurn(b *testing.B) {
+	band := fakeband.New(fakeband.Options{Seed: 1})
+	defer band.Close()
+	agent, human := band.AddAgent("bench"), band.AddHuman("ada")
+	for i := range b.N {
+		room := band.AddRoom(fmt.Sprint("room ", i), human, agent.ID)
+		if _, err := band.Say(room.ID, human.ID, fmt.Sprint("m", i), agent.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var waiting, settled atomic.Int64
+	release, allSettled := make(chan struct{}), make(chan struct{})
+	shell, err := bandonce.New(bandonce.Config{
+		APIKey: agent.Key, Logger: slog.New(slog.DiscardHandler),
+		BaseURL: band.BaseURL(), HTTPClient: band.HTTPClient(), DisableSocket: true, PollInterval: time.Hour,
+		Handler: func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			waiting.Add(1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+			return echo(ctx, m)
+		},
+		Hooks: bandonce.Hooks{Outcome: func(bandonce.Outcome) {
+			if settled.Add(1) == int64(b.N) {
+				close(allSettled)
+			}
+		}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	before, stacks := liveHeap(), stackInUse()
+	goroutines := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	b.ResetTimer()
+	go func() { done <- shell.Run(ctx) }()
+	for waiting.Load() < int64(b.N) {
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
+	heap, stack := liveHeap()-before, stackInUse()-stacks
+	held := heap + stack
+	b.ReportMetric(float64(stack)/float64(b.N), "stack-B/turn")
+	extra := runtime.NumGoroutine() - goroutines
+	close(release)
+	<-allSettled
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(held)/float64(b.N), "B/waiting-turn")
+	b.ReportMetric(float64(extra)/float64(b.N), "goroutines/turn")
+}
+
+func stackInUse() int64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.StackInuse)
 }

@@ -61,9 +61,23 @@ type Config struct {
 	Ledger Ledger
 
 	// MaxAttempts is how many handler failures a message may take before
-	// it is dead-lettered. Zero means 3. Interrupts, stops and crashes
+	// it is dead-lettered. Zero means 10. Interrupts, stops and crashes
 	// are not failures.
 	MaxAttempts int
+
+	// Backoff paces a failed message's next handler attempts. Its zero
+	// value is the production default, which rides out a dependency down
+	// for minutes.
+	Backoff Backoff
+
+	// DeadLetterNotice returns the text of the error event posted in the
+	// room, exactly once (its dedup key is NoticeKey of the message id),
+	// when a message is dead-lettered, so the person who asked does not
+	// wait in silence. Nil means DefaultDeadLetterNotice, which says why
+	// in plain words and never quotes the error. A func that returns ""
+	// turns the notice off. The API key is scrubbed from whatever it
+	// returns.
+	DeadLetterNotice func(DeadLetter) string
 
 	// Retry bounds the retries of transient HTTP failures. Its zero value
 	// is the production default.
@@ -118,15 +132,22 @@ type Config struct {
 	// 10 s.
 	ShutdownTimeout time.Duration
 
-	// MaxConcurrentRooms caps how many rooms handle a message at once;
-	// a room with nothing to do costs no goroutine. Zero means 16.
+	// MaxConcurrentRooms caps how many rooms run a turn (ask /next,
+	// handle a message, settle it) at once; a room with nothing to do
+	// costs no goroutine, and a turn waiting on a slow handler costs its
+	// goroutine and what the handler holds (docs/performance.md). The
+	// requests of all turns together are bounded by MaxRequestsInFlight
+	// whatever this is. Set it lower when the Handler calls a service with
+	// a concurrency limit of its own, such as a model API allowing so many
+	// calls at once. Zero means DefaultMaxConcurrentRooms.
 	MaxConcurrentRooms int
 
 	// MaxRequestsInFlight caps the shell's REST requests in flight, from
 	// all rooms together. Every request passes one budget: once Band
 	// answers 429 the shell paces its requests at a rate it halves on
-	// every 429 (pausing for a Retry-After) and raises slowly while Band
-	// accepts them. Zero means 32.
+	// every 429 (pausing for a Retry-After), raises slowly while Band
+	// accepts them, and lifts after 30 s without a 429; the log warns
+	// when the pace drops and when it is lifted (Hooks.Throttle). Zero means 32.
 	MaxRequestsInFlight int
 
 	// MaxResponseBytes caps the body of every answer the shell reads from
@@ -145,6 +166,11 @@ type Config struct {
 	// room longest due first. Zero means 500 ms, two a second.
 	IdleRequestInterval time.Duration
 }
+
+// DefaultMaxConcurrentRooms is how many rooms run a turn at once when
+// Config.MaxConcurrentRooms is zero: enough for an agent in ten thousand
+// rooms, each waiting seconds on a model, to wait for them all at once.
+const DefaultMaxConcurrentRooms = 10000
 
 // Hooks observe the shell. Each is called synchronously on the goroutine
 // doing the work (a room's, the socket's) and must return quickly without
@@ -183,12 +209,21 @@ type Hooks struct {
 	// Request is called after every HTTP attempt to Band's REST API,
 	// retries included.
 	Request func(ctx context.Context, r Request)
+	// Step is called when a Message.Step returns, with whether its fn ran
+	// or its result was replayed from the ledger, how long it took and
+	// its error. ctx is the one the handler passed to Step.
+	Step func(ctx context.Context, s StepRun)
 	// Control is called for each room a control signal was applied to,
 	// and once for a supersede.
 	Control func(ControlSignal)
 	// Socket is called when the socket has connected and joined its
 	// topics (up), and when a connection ends (down, with why).
 	Socket func(up bool, err error)
+	// Throttle is called when Band's 429s make the shell pace every
+	// request it sends (throttled, with the pace in requests a second),
+	// each time it cuts that pace again, and once the pace has grown back
+	// to no limit (throttled false, rate 0).
+	Throttle func(throttled bool, rate float64)
 	// Room is called when the shell starts serving a room (added) and
 	// when it stops (removed: the agent left it, or Run is ending).
 	Room func(roomID string, added bool)
@@ -309,6 +344,9 @@ func (c Config) withDefaults() (settings, error) {
 	if err := validateRetry(c.Retry); err != nil {
 		return settings{}, err
 	}
+	if err := c.Backoff.validate(); err != nil {
+		return settings{}, err
+	}
 	seen := make(map[string]bool, len(c.Rooms))
 	for _, r := range c.Rooms {
 		if strings.TrimSpace(r) == "" || seen[r] {
@@ -325,13 +363,14 @@ func (c Config) withDefaults() (settings, error) {
 	}
 	s := settings{Config: c, apiKey: keyguard.New(c.APIKey), baseURL: base}
 	s.APIKey = ""
-	s.MaxAttempts = cmp.Or(c.MaxAttempts, 3)
+	s.MaxAttempts = cmp.Or(c.MaxAttempts, defaultMaxAttempts)
+	s.Backoff = c.Backoff.withDefaults()
 	s.RequestTimeout = cmp.Or(c.RequestTimeout, 30*time.Second)
 	s.PollInterval = cmp.Or(c.PollInterval, 2*time.Second)
 	s.ResyncInterval = cmp.Or(c.ResyncInterval, 60*time.Second)
 	s.MarkTimeout = cmp.Or(c.MarkTimeout, 15*time.Second)
 	s.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
-	s.MaxConcurrentRooms = cmp.Or(c.MaxConcurrentRooms, 16)
+	s.MaxConcurrentRooms = cmp.Or(c.MaxConcurrentRooms, DefaultMaxConcurrentRooms)
 	s.MaxRequestsInFlight = cmp.Or(c.MaxRequestsInFlight, 32)
 	s.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, wire.MaxBodyBytes)
 	s.IdleRequestInterval = cmp.Or(c.IdleRequestInterval, 500*time.Millisecond)
@@ -348,6 +387,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.Logger = keyguard.Logger(s.Logger, s.apiKey)
 	s.Hooks = s.Hooks.scrubbed(s.apiKey)
 	s.limiter = wire.NewLimiter(s.MaxRequestsInFlight, s.Retry.MaxRetryAfter)
+	s.limiter.OnPace(newPaceWatch(s.Logger, s.limiter, s.Hooks.Throttle).changed)
 	s.HTTPClient, s.socketClient = wire.RequestClients(c.HTTPClient, s.RequestTimeout, s.limiter)
 	if c.SocketURL != "" {
 		u, err := url.Parse(c.SocketURL)

@@ -2,6 +2,7 @@ package bandonce
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -20,6 +21,10 @@ type roomControl struct {
 	probe     bool // evidence of a missed play: probe as soon as the stop has settled
 	cur       *cycle
 	wake      func() // asks the scheduler for a look at /next now; never blocks
+	// held is the message that waits for its next handler attempt, and
+	// heldCut whether an interrupt reached it while it waited.
+	held    string
+	heldCut bool
 }
 
 // cycle is one message's passage through the room, from the moment /next
@@ -189,20 +194,62 @@ func (c *roomControl) signal(cause error) bool {
 }
 
 // interrupt aborts the cycle in flight, if any: nothing is posted and the
-// message is consumed.
+// message is consumed. A message that waits for its next attempt is the
+// turn in flight too: it is consumed at once, without another attempt.
 func (c *roomControl) interrupt() bool {
 	c.mu.Lock()
+	inFlight := c.signal(ErrInterrupted)
+	held := c.held != ""
+	if held {
+		c.heldCut = true
+	}
+	c.mu.Unlock()
+	if held {
+		c.poke()
+	}
+	return inFlight || held
+}
+
+// hold records that message id waits for its next handler attempt after
+// the failure cy committed; an interrupt that reached cy after its commit
+// already cuts the wait.
+func (c *roomControl) hold(id string, cy *cycle) {
+	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.signal(ErrInterrupted)
+	c.held, c.heldCut = id, errors.Is(cy.late, ErrInterrupted)
+}
+
+// holding reports the message that waits for its next attempt, if any,
+// and whether an interrupt cut its wait.
+func (c *roomControl) holding() (id string, cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held, c.heldCut
+}
+
+// release ends the wait of the held message, which Band has served again:
+// it reports whether an interrupt cut the wait of message id.
+func (c *roomControl) release(id string) (cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cut = c.held == id && c.heldCut
+	c.held, c.heldCut = "", false
+	return cut
 }
 
 // stop stops the room: the cycle in flight is aborted and left for replay,
 // and no cycle begins until play.
 func (c *roomControl) stop() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.setStopped(time.Now())
-	return c.signal(ErrStopped)
+	inFlight := c.signal(ErrStopped)
+	held := c.held != ""
+	c.mu.Unlock()
+	if held {
+		// The waiting room learns at once that it is stopped.
+		c.poke()
+	}
+	return inFlight || held
 }
 
 // play clears the stop and wakes the room for a /next catch-up. It reports

@@ -57,7 +57,9 @@
 //     the handler never runs again for that message, and a message whose reply
 //     was posted is never marked failed.
 //   - A handler error (or panic, or HandlerTimeout) charges one attempt and
-//     marks the message failed; Band serves it again. After MaxAttempts
+//     marks the message failed; Band serves it again, after a full-jitter
+//     exponential wait ([Backoff]; an error made with [RetryAfter] says how
+//     long). Its room waits with it, other rooms carry on. After MaxAttempts
 //     failures, or at once for an error wrapped with [Permanent], the message
 //     is dead-lettered: marked failed with the reason, then consumed, because
 //     Band re-serves failed messages at the head of the room and leaving one
@@ -128,7 +130,8 @@
 //   - GuardRead: the dedup guard read the room; Request: one HTTP attempt
 //     to Band, with its endpoint, status and attempt number.
 //   - Control: a control signal was applied; Socket: the socket came up or
-//     went down; Room: a room is served, or no longer.
+//     went down; Room: a room is served, or no longer; Throttle: Band's
+//     429s made the shell pace every request, or the pace was lifted.
 //
 // Package bandonce/otel (bandonceotel) turns them into OpenTelemetry
 // metrics and spans with one call; docs/observability.md lists both.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 )
 
 // DrainResult says what a Drain run did.
@@ -20,6 +22,24 @@ type DrainResult struct {
 	Stopped []string
 	// Settled counts the deliveries the run settled, by outcome.
 	Settled map[OutcomeKind]int
+	// Waiting lists the messages that were waiting for their next handler
+	// attempt when the run ended (see Backoff), by room. Band has them
+	// marked failed and serves them again: a later run, or Run, picks
+	// them up.
+	Waiting []WaitingMessage
+}
+
+// WaitingMessage is a message whose handler failed and whose next attempt
+// was not yet due.
+type WaitingMessage struct {
+	RoomID    string
+	MessageID string
+	// Failures is how many handler failures it has taken.
+	Failures int
+	// RetryAt is when its next attempt was due.
+	RetryAt time.Time
+	// Err is its last failure.
+	Err error
 }
 
 // errDrained ends a Drain run's fetching once every room is drained.
@@ -49,6 +69,17 @@ func (s *Shell) Drain(ctx context.Context) (DrainResult, error) {
 		}
 	}
 	slices.Sort(res.Stopped)
+	// serve has returned: no worker runs a round, so the rooms' own
+	// fields may be read here.
+	for r := range d.rooms {
+		if w, ok := r.waiting(); ok {
+			res.Waiting = append(res.Waiting, w)
+		}
+	}
+	slices.SortFunc(res.Waiting, func(a, b WaitingMessage) int { return strings.Compare(a.RoomID, b.RoomID) })
+	if len(res.Waiting) > 0 {
+		s.log.Info("bandonce: messages wait for their next attempt; a later run answers them", "messages", len(res.Waiting))
+	}
 	if res.Drained {
 		s.log.Info("bandonce: every room drained", "rooms", res.Rooms, "settled", res.Settled)
 		if len(res.Stopped) > 0 {
@@ -140,4 +171,18 @@ func (d *drainTracker) count(kind OutcomeKind) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.settled[kind]++
+}
+
+// waiting describes the room's held message, if it has one. Only the
+// room's worker, or a caller after every round has ended, may call it.
+func (r *room) waiting() (WaitingMessage, bool) {
+	id, _ := r.ctl.holding()
+	if id == "" {
+		return WaitingMessage{}, false
+	}
+	w := WaitingMessage{RoomID: r.id, MessageID: id, RetryAt: r.retryAt}
+	if f := r.failures[id]; f != nil {
+		w.Failures, w.Err = f.count, f.last
+	}
+	return w, true
 }

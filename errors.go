@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/band-once/bandonce/internal/keyguard"
 	"github.com/band-once/bandonce/internal/wire"
 )
 
@@ -32,6 +33,21 @@ var ErrUnauthorized = errors.New("bandonce: API key rejected")
 // ErrAgentMismatch is returned by Run and Drain at start when the API key
 // belongs to another agent than Config.AgentID names. Nothing is fetched.
 var ErrAgentMismatch = errors.New("bandonce: the API key belongs to another agent")
+
+// ErrCrossOriginRedirect is wrapped by the error Run and Drain end with
+// when Band's REST root or socket URL answers with a redirect to another
+// scheme, host or port: the API key would travel with the request, so the
+// redirect is never followed, and no retry can change the configuration.
+// Set Config.BaseURL and Config.SocketURL to where Band answers.
+var ErrCrossOriginRedirect = keyguard.ErrCrossOriginRedirect
+
+// ErrKeyInOutput is wrapped, with Permanent, by the error of a reply, a
+// Message.Send or a Message.Event whose text, mentions, dedup key or
+// metadata contain the agent's API key (raw, trimmed, URL-escaped or
+// quoted): it is never sent, and a final reply that holds it is
+// dead-lettered. The error, and the failure reason Band stores, do not
+// quote the key.
+var ErrKeyInOutput = errors.New("bandonce: the output contains the agent's API key; it is never sent to the room")
 
 // StartError is returned by Run and Drain when Band could not be reached at
 // start within Config.StartTimeout: every try of a start-up call failed
@@ -101,6 +117,25 @@ type PermanentError struct{ Err error }
 
 func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
 func (e *PermanentError) Unwrap() error { return e.Err }
+
+// MaxReplyBytes bounds a reply: the JSON body of its POST (content, dedup
+// marker and mentions) may take at most this many bytes. Band does not
+// publish its limit; the fake Band answers a larger body with 413
+// payload_too_large, and the shell refuses a larger reply before sending
+// it.
+const MaxReplyBytes = 1 << 20
+
+// ReplyTooLargeError is the error for a Reply whose POST body would be
+// larger than MaxReplyBytes. Nothing was posted.
+type ReplyTooLargeError struct {
+	// Bytes is the size the body would have had, serialized, with the
+	// longest dedup marker; Max is MaxReplyBytes.
+	Bytes, Max int
+}
+
+func (e *ReplyTooLargeError) Error() string {
+	return fmt.Sprintf("reply is %d bytes serialized; Band takes at most %d", e.Bytes, e.Max)
+}
 
 // PanicError is the handler error a recovered panic becomes.
 type PanicError struct {

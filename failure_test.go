@@ -310,6 +310,40 @@ func TestMaxConcurrentRoomsCapsHandlersInFlight(t *testing.T) {
 	})
 }
 
+func TestByDefaultThousandsOfRoomsWaitOnASlowHandlerAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rooms = 2000
+		w := newWorld(t, rooms)
+		for _, r := range w.rooms {
+			w.say(r, "a")
+		}
+		var inFlight, peak atomic.Int32
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			select { // a model call of a minute, honouring ctx
+			case <-time.After(time.Minute):
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+			return echo(ctx, m)
+		})
+		stop := w.start(cfg)
+		settle(10 * time.Minute)
+		require.NoError(t, stop())
+		assert.EqualValues(t, rooms, peak.Load(), "every room's turn waits on its handler at once")
+		for _, r := range w.rooms {
+			assert.Len(t, w.replies(r), 1)
+		}
+	})
+}
+
 func TestRequestTimeoutBoundsEachRequestButNotTheSocket(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 1)

@@ -88,7 +88,31 @@ func (h Hooks) scrubbed(key *keyguard.Secret) Hooks {
 	if next := h.Socket; next != nil {
 		h.Socket = func(up bool, err error) { next(up, key.Error(err)) }
 	}
+	if next := h.Step; next != nil {
+		h.Step = func(ctx context.Context, s StepRun) {
+			s.Err = key.Error(s.Err)
+			next(ctx, s)
+		}
+	}
 	return h
+}
+
+// StepRun is one Message.Step as Hooks.Step sees it.
+type StepRun struct {
+	RoomID    string
+	MessageID string
+	// Name is the step's name, IdempotencyKey the key its fn was (or
+	// would have been) handed.
+	Name           string
+	IdempotencyKey string
+	// Replayed: the ledger had the step's result, which Step returned
+	// without calling fn.
+	Replayed bool
+	// Took is how long the Step call took, fn and the ledger together.
+	Took time.Duration
+	// Err is what Step returned: fn's error, a ledger's, or the signal
+	// (ErrInterrupted, ErrStopped) that cut the step off, naming it.
+	Err error
 }
 
 // requestObserver turns the transport's report of each try into the

@@ -83,6 +83,7 @@ type MemoryLedger struct {
 
 	mu    sync.Mutex
 	rooms map[string]*memoryRoom
+	dead  []DeadLetter // oldest first; see deadletters.go
 }
 
 type memoryRoom struct {

@@ -52,6 +52,12 @@ type ContextItem = band.ContextItem
 
 // Reply is a message the shell posts: the one a Handler returns, or one
 // it sends with Message.Send.
+//
+// Two mistakes Band would refuse only after the work was done are caught
+// before anything is posted: a Reply without Mentions mentions the
+// message's sender, and a Reply larger than MaxReplyBytes serialized is
+// refused with a *ReplyTooLargeError naming its size (for a handler's
+// reply, a Permanent failure: the message is dead-lettered).
 type Reply struct {
 	// Content is the text to post. It must not be blank.
 	Content string
@@ -59,6 +65,7 @@ type Reply struct {
 	// or handles written with a leading "@" ("@ada", "@owner/agent-slug"),
 	// which Band resolves among the room's participants. Band requires at
 	// least one, each a participant of the room other than the agent.
+	// Empty means the sender of the message being handled.
 	Mentions []string
 	// DedupKey is the natural key of the unit of work. The shell posts a
 	// reply with a given key at most once per room. Empty means the

@@ -2,6 +2,7 @@ package bandonce
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -59,7 +60,7 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 		return stepStopped
 	case failRefused:
 		r.charge(m.ID, f.err)
-		return r.deadLetter(ctx, m, f.err)
+		return r.deadLetter(ctx, m, attempt, f.err)
 	case failWait:
 		return stepIdle
 	default:
@@ -84,6 +85,20 @@ func (e effect) call() string {
 		return "POST events"
 	}
 	return "POST messages"
+}
+
+// text is everything of the effect that would reach the room: content,
+// dedup key, mentions and an event's metadata as JSON.
+func (e effect) text() string {
+	parts := []string{e.key}
+	if e.event != nil {
+		meta, _ := json.Marshal(e.event.Metadata) // validateEvent checked it encodes
+		parts = append(parts, e.event.Content, string(meta))
+	} else {
+		parts = append(parts, e.reply.Content)
+		parts = append(parts, e.reply.Mentions...)
+	}
+	return strings.Join(parts, "\n")
 }
 
 // sendFailure says why an effect was not sent, or may not have been.
@@ -115,6 +130,12 @@ const (
 // the signal that forbids sending. dup reports an effect already in the
 // room, which is not sent again.
 func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again bool) error) (dup bool, f *sendFailure) {
+	if r.s.cfg.apiKey.In(e.text()) {
+		// Every member of the room could read it: the key never goes
+		// there, whatever the handler (or a bridged command) produced.
+		r.s.log.Warn("bandonce: refused to send output that contains the agent's API key", "room", r.id, "call", e.call())
+		return false, &sendFailure{kind: failRefused, call: e.call(), err: Permanent(ErrKeyInOutput)}
+	}
 	ledger := r.s.cfg.Ledger
 	state, err := ledger.Key(ctx, r.id, e.key)
 	if err != nil {

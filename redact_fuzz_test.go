@@ -1,12 +1,15 @@
 package bandonce_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +19,8 @@ import (
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/bridge"
+	"github.com/band-once/bandonce/internal/keyguard"
 )
 
 // The seed corpus lives in testdata/fuzz/FuzzKeyNeverLeaks; `go test`
@@ -29,11 +34,111 @@ import (
 // or replies, quoting the key, as the input says. Whatever happens, the
 // key is in no log record, no error, no outcome, no failure reason Band
 // stores, and never reaches another host.
+//
+// Then, as bandonce run does, it bridges a command (a real process) that
+// prints on stdout and stderr what the input says: the key in its forms,
+// among lines of any length, some longer than the log's line limit so
+// that the cut falls anywhere in the key. The key reaches neither the
+// room nor the logs.
 func FuzzKeyNeverLeaks(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 4, 5, 6, 7, 8, 9, 3})
 	f.Fuzz(func(t *testing.T, script []byte) {
 		synctest.Test(t, func(t *testing.T) { keyNeverLeaks(t, script) })
+		childNeverLeaks(t, script)
 	})
+}
+
+// childOutput is what the bridged command prints on stdout and stderr,
+// from script: each byte picks a piece, alternately for each stream.
+func childOutput(script []byte, key string) (stdout, stderr []byte) {
+	out := [2]*bytes.Buffer{{}, {}}
+	for i, b := range script {
+		w := out[i%2]
+		switch b % 8 {
+		case 0:
+			w.WriteString(key)
+		case 1:
+			w.WriteString(url.QueryEscape(key))
+		case 2:
+			w.WriteString(strconv.Quote(key))
+		case 3:
+			w.WriteString("\n")
+		case 4:
+			// Long enough, in some runs, to be cut at the log's line
+			// limit; b moves where the cut falls.
+			w.WriteString(strings.Repeat("x", int(b)*300))
+		case 5:
+			w.WriteString("BAND_API_KEY=" + key + "\r\n")
+		case 6:
+			w.WriteString(strings.Repeat("y", int(b)))
+		default:
+			w.WriteString("env ")
+		}
+	}
+	return out[0].Bytes(), out[1].Bytes()
+}
+
+func childNeverLeaks(t *testing.T, script []byte) {
+	band := fakeband.New(fakeband.Options{Seed: 6})
+	defer band.Close()
+	agent := band.AddAgent("bridged")
+	human := band.AddHuman("human")
+	room := band.AddRoom("r", human, agent.ID)
+	id, err := band.Say(room.ID, human.ID, "run", agent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := agent.Key
+	stdout, stderr := childOutput(script, key)
+	dir := t.TempDir()
+	outFile, errFile := filepath.Join(dir, "out"), filepath.Join(dir, "err")
+	if err := os.WriteFile(outFile, stdout, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(errFile, stderr, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := &observed{}
+	cfg := bandonce.Config{APIKey: key, BaseURL: band.BaseURL(), SocketURL: band.SocketURL(), HTTPClient: band.HTTPClient(),
+		DisableSocket: true, MaxAttempts: 1}
+	o.observe(&cfg)
+	secret := keyguard.New(key)
+	cmd, err := bridge.NewCommand([]string{"/bin/sh", "-c", `cat "$1"; cat "$2" >&2`, "child", outFile, errFile},
+		bridge.Options{Logger: keyguard.Logger(cfg.Logger, secret), Key: secret, PassKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Handler = cmd.Handle
+	s, err := bandonce.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() { ended <- s.Run(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for band.Status(agent.ID, id) != fakeband.StatusProcessed && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	cancel()
+	o.runErr = <-ended
+	if got := band.Status(agent.ID, id); got != fakeband.StatusProcessed {
+		t.Fatalf("the message is %s, not processed, after 20 s; logs:\n%.4000s", got, o.logs.String())
+	}
+	texts := o.texts()
+	for _, m := range band.Marks(agent.ID, id) {
+		texts = append(texts, m.Error)
+	}
+	for _, p := range band.Posts(room.ID) {
+		texts = append(texts, p.Content)
+	}
+	for _, text := range texts {
+		for _, trace := range traces(key) {
+			if i := strings.Index(text, trace); i >= 0 {
+				t.Fatalf("%q appears in: ...%s...", trace, text[max(0, i-200):min(len(text), i+200)])
+			}
+		}
+	}
 }
 
 func keyNeverLeaks(t *testing.T, script []byte) {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -336,4 +337,106 @@ func quietTLSServer() *httptest.Server {
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
 	return srv
+}
+
+// A reply, a Send or an Event that holds the agent's key, whole, escaped
+// or in its metadata, never reaches the room: each is refused with
+// ErrKeyInOutput, the message is dead-lettered, and the reason Band stores
+// does not quote the key.
+func TestOutputHoldingTheKeyIsRefusedAndDeadLettered(t *testing.T) {
+	band, agent, base := listeningBand(t)
+	ada := band.AddHuman("ada3")
+	room := band.AddRoom("leaky", ada, agent.ID)
+	bodies := []string{"reply", "escaped", "send", "event", "dedup"}
+	var ids []string
+	for _, b := range bodies {
+		id, err := band.Say(room.ID, ada.ID, b, agent.ID)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	var mu sync.Mutex
+	var effectErrs []error
+	handler := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		var err error
+		switch m.Body() {
+		case "reply":
+			return &bandonce.Reply{Content: "env:\nBAND_API_KEY=" + agent.Key}, nil
+		case "escaped":
+			return &bandonce.Reply{Content: "see https://x/?k=" + url.QueryEscape(agent.Key)}, nil
+		case "send":
+			err = m.Send(ctx, bandonce.Reply{Content: "my key: " + agent.Key})
+		case "event":
+			err = m.Event(ctx, bandonce.Event{Type: bandonce.EventToolResult, Content: "ran env", Metadata: map[string]any{"stdout": "KEY=" + agent.Key}})
+		case "dedup":
+			return &bandonce.Reply{Content: "hello", DedupKey: "k:" + agent.Key}, nil
+		}
+		mu.Lock()
+		effectErrs = append(effectErrs, err)
+		mu.Unlock()
+		return nil, err
+	}
+	done := func(*observed) bool {
+		for _, id := range ids {
+			if band.Status(agent.ID, id) != fakeband.StatusProcessed {
+				return false
+			}
+		}
+		return true
+	}
+	o := runUntil(t, bandonce.Config{APIKey: agent.Key, BaseURL: base, Handler: handler, MaxAttempts: 3, DisableSocket: true}, done)
+	require.NoError(t, o.runErr)
+
+	var room1 []string
+	for _, p := range band.Posts(room.ID) {
+		room1 = append(room1, p.Content)
+	}
+	for _, e := range band.ChatEvents(room.ID) {
+		room1 = append(room1, e.Content, string(e.Metadata))
+	}
+	assert.Empty(t, band.ChatEvents(room.ID), "no event was sent")
+	for _, p := range band.Posts(room.ID) {
+		assert.NotEqual(t, agent.ID, p.SenderID, "no reply was posted: %q", p.Content)
+	}
+	assertNoTrace(t, agent.Key, room1...)
+	assertNoTrace(t, agent.Key, o.texts()...)
+	mu.Lock()
+	require.Len(t, effectErrs, 2)
+	for _, err := range effectErrs {
+		require.ErrorIs(t, err, bandonce.ErrKeyInOutput)
+		assertNoTrace(t, agent.Key, err.Error())
+	}
+	mu.Unlock()
+	for _, id := range ids {
+		var reasons []string
+		for _, m := range band.Marks(agent.ID, id) {
+			if m.Kind == "failed" {
+				reasons = append(reasons, m.Error)
+			}
+		}
+		require.Len(t, reasons, 1, "message %s was dead-lettered at once, not retried", id)
+		assert.Contains(t, reasons[0], "contains the agent's API key")
+		assertNoTrace(t, agent.Key, reasons...)
+	}
+}
+
+// A REST root or a socket URL that redirects to another origin is a
+// configuration error: Run ends at once with ErrCrossOriginRedirect, long
+// before its start-up budget, and the redirect's target never gets the key.
+func TestACrossOriginRedirectEndsRunAtOnce(t *testing.T) {
+	_, agent, base := listeningBand(t)
+	for name, urls := range map[string]func(th *thief) (rest, socket string){
+		"REST":   func(th *thief) (string, string) { return redirectingTo(t, th, agent.Key).URL + "/api/v1", "" },
+		"socket": func(th *thief) (string, string) { return base, wsURL(redirectingTo(t, th, agent.Key)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			th := newThief(t)
+			rest, socket := urls(th)
+			o := runUntil(t, bandonce.Config{APIKey: agent.Key, BaseURL: rest, SocketURL: socket, Handler: echo,
+				StartTimeout: time.Hour}, func(*observed) bool { return false })
+			require.ErrorIs(t, o.runErr, bandonce.ErrCrossOriginRedirect)
+			assert.Contains(t, o.runErr.Error(), "must not redirect to another origin")
+			assert.Zero(t, th.keys.Load(), "the redirect's target got the key")
+			assertNoTrace(t, agent.Key, o.texts()...)
+		})
+	}
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // room serves one chat: one message at a time, in /next order, one round
-// at a time on a worker of the scheduler. Everything but ctl and sched
-// belongs to whichever worker runs its round.
+// at a time, run by the scheduler. Everything but ctl and sched belongs to
+// whichever goroutine runs its round.
 type room struct {
 	s     *Shell
 	id    string
@@ -22,6 +22,8 @@ type room struct {
 	fetch context.Context         // ends when Run stops fetching or the agent leaves the room
 	leave context.CancelCauseFunc // ends fetch when the agent leaves the room
 	sched roomSched               // the scheduler's, owned by its dispatcher
+	q     *scheduler              // the scheduler that runs it
+	slot  bool                    // its round holds one of q's slots (talking to Band, not in its handler)
 
 	// failures counts handler failures per message, the budget against
 	// MaxAttempts. Control aborts and crashes are never charged.
@@ -37,10 +39,11 @@ type room struct {
 	// life (catchUpLedger), so its "no record" now means "never tried".
 	ledgerChecked bool
 
-	errStreak     int      // consecutive rounds that ended in an error, for backoff
-	lastStale     string   // a message /next served though Band says it is done
-	stopAnnounced bool     // the log already says this room waits for play
-	delivery      Delivery // the delivery in flight, for the hooks
+	errStreak     int       // consecutive rounds that ended in an error, for backoff
+	retryAt       time.Time // when the held message's next attempt is due (see roomControl.hold)
+	lastStale     string    // a message /next served though Band says it is done
+	stopAnnounced bool      // the log already says this room waits for play
+	delivery      Delivery  // the delivery in flight, for the hooks
 }
 
 // step is how one round of the room ended, and so what it does next.
@@ -50,13 +53,14 @@ const (
 	stepNext    step = iota // ask /next again at once
 	stepIdle                // nothing to do: wait for a wake-up or the poll
 	stepBackoff             // something failed: wait with backoff
+	stepHeld                // a failed message waits for its next attempt, and the room with it
 	stepStopped             // the room is stopped: wait for play
 	stepGone                // the room is no longer ours
 )
 
 func newRoom(s *Shell, q *scheduler, id string) *room {
 	r := &room{
-		s: s, id: id,
+		s: s, id: id, q: q,
 		failures:       make(map[string]*failure),
 		unsent:         make(map[string]*Reply),
 		consumeOnServe: make(map[string]bool),
@@ -88,6 +92,11 @@ func (r *room) turn(hard context.Context) roundDone {
 		r.errStreak++
 		r.oneShot(func(d *drainTracker) { d.busy(r) })
 		done.wait = r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, r.errStreak)
+	case stepHeld:
+		r.errStreak = 0
+		r.oneShot(func(d *drainTracker) { d.busy(r) })
+		done.wait = time.Until(r.retryAt)
+		done.again = done.wait <= 0
 	case stepStopped:
 		// Play wakes the room; a probe now and then covers a play whose
 		// push never arrived.
@@ -115,6 +124,11 @@ func (r *room) round(fetch, hard context.Context) step {
 	probe, ok := r.ctl.mayFetch(time.Now(), r.s.cfg.ResyncInterval)
 	if !ok {
 		return stepStopped
+	}
+	if id, cut := r.ctl.holding(); id != "" && !cut && time.Now().Before(r.retryAt) {
+		// Woken early (a push, a play): the failed message is still at
+		// the head of the room and its wait is not over.
+		return stepHeld
 	}
 	m, err := r.s.api.Next(fetch, r.id)
 	var unreadable error

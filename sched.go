@@ -7,35 +7,52 @@ import (
 	"time"
 )
 
-// scheduler runs the rooms' rounds on a fixed pool of MaxConcurrentRooms
-// workers. A room that waits costs no goroutine: it sits in a heap until
-// its next look is due, or until a push wakes it. The looks that only
+// scheduler runs the rooms' rounds, at most MaxConcurrentRooms at once: on
+// a few workers that live as long as the run (their stacks grown once),
+// and beyond them each on a goroutine of its own that ends with the round.
+// A room that waits costs no goroutine: it sits in a heap until its next
+// look is due, or until a push wakes it. The looks that only
 // guard against a lost push (resyncs, polls without a socket, a stopped
 // room's periodic probe) share one idle budget, at most one every
 // IdleRequestInterval for the whole shell, the room longest due first; so
 // an agent in ten thousand quiet rooms stays quiet.
 //
+// A round talks to Band before its handler (/next, the processing mark, a
+// guard read) and after it (the post, the processed mark), and waits while
+// the handler runs. The rounds talking to Band at once are bounded by the
+// request budget too, slotsPerRequest per request in flight: a round holds
+// a slot but while its handler runs. The other rooms wait in the ready
+// queue, where a room costs no goroutine, and a handler that returned
+// waits for a slot before it builds a request, rather than thousands of
+// goroutines each queued in the limiter with a request built: so a
+// backlog in ten thousand rooms costs little more memory than the turns
+// running their handlers, and their requests go in the order they came.
+//
 // One goroutine, the dispatcher, owns every room's place in the queues;
 // wake is the only way in from outside and never blocks.
 type scheduler struct {
 	s         *Shell
-	workers   int
+	limit     int // rounds at once: MaxConcurrentRooms
 	idleEvery time.Duration
+	// slots holds a token for each round talking to Band; the
+	// dispatcher starts no round while it is full.
+	slots chan struct{}
 
-	mu      sync.Mutex
-	woken   []*room       // wake-ups for the dispatcher to take in
-	delayed []delayed     // new rooms whose first look waits (later)
-	kick    chan struct{} // buffered(1): woken or delayed has something
+	mu    sync.Mutex
+	woken []*room       // wake-ups for the dispatcher to take in
+	kick  chan struct{} // buffered(1): woken has something
 
-	work    chan *room     // dispatcher to workers
-	results chan roundDone // workers to dispatcher
+	work    chan *room     // dispatcher to idle workers
+	workers int            // how many live as long as the run: as many as slots
+	resting int            // the dispatcher's count of workers waiting for work
+	results chan roundDone // rounds to dispatcher
 
 	// The dispatcher's own.
 	ready    []*room   // FIFO of rooms to run now
 	timers   roomQueue // rooms waiting for their due time
 	idle     roomQueue // rooms whose budgeted look is due, waiting for the budget
 	nextIdle time.Time // when the idle budget allows the next look
-	busy     int       // workers running a round
+	busy     int       // rounds running
 }
 
 // Where a room is in the scheduler.
@@ -44,7 +61,7 @@ type schedState int
 const (
 	schedNew     schedState = iota // added, not taken in yet
 	schedReady                     // in ready
-	schedRunning                   // a worker runs its round
+	schedRunning                   // its round runs
 	schedWaiting                   // in timers
 	schedIdle                      // in idle
 	schedDone                      // left the scheduler for good
@@ -66,14 +83,22 @@ type roundDone struct {
 	again    bool          // look again at once
 	wait     time.Duration // otherwise: the next look after this long
 	budgeted bool          // and that look only guards against a lost push
+	worker   bool          // the round ran on a worker, now idle again
 }
+
+// slotsPerRequest is how many rounds may talk to Band at once per request
+// in flight: one, so that while Band does not throttle, a request never
+// queues in the limiter, whose queue costs a timer and a hand-off per
+// start (a handler's own requests aside).
+const slotsPerRequest = 1
 
 func newScheduler(s *Shell) *scheduler {
 	return &scheduler{
-		s: s, workers: s.cfg.MaxConcurrentRooms, idleEvery: s.cfg.IdleRequestInterval,
+		s: s, limit: s.cfg.MaxConcurrentRooms, idleEvery: s.cfg.IdleRequestInterval,
+		slots:   make(chan struct{}, slotsPerRequest*s.cfg.MaxRequestsInFlight),
 		kick:    make(chan struct{}, 1),
 		work:    make(chan *room),
-		results: make(chan roundDone, s.cfg.MaxConcurrentRooms),
+		results: make(chan roundDone),
 	}
 }
 
@@ -89,44 +114,34 @@ func (q *scheduler) wake(r *room) {
 	}
 }
 
-// later has a new room look first after d, unless it is woken sooner. It
-// never blocks.
-func (q *scheduler) later(r *room, d time.Duration) {
-	q.mu.Lock()
-	q.delayed = append(q.delayed, delayed{r, d})
-	q.mu.Unlock()
-	select {
-	case q.kick <- struct{}{}:
-	default:
-	}
-}
-
-type delayed struct {
-	r *room
-	d time.Duration
-}
-
-// run starts the workers and dispatches until fetch ends; it returns once
-// every worker has finished its round. hard bounds the handlers.
+// run dispatches until fetch ends; it returns once every round has
+// ended. hard bounds the handlers.
 func (q *scheduler) run(fetch, hard context.Context) {
 	var workers sync.WaitGroup
+	q.workers = min(q.limit, cap(q.slots))
+	q.resting = q.workers
 	for range q.workers {
 		workers.Go(func() {
 			for {
 				select {
 				case r := <-q.work:
-					q.results <- r.turn(hard)
+					done := r.turn(hard)
+					done.worker = true
+					q.results <- done
 				case <-fetch.Done():
 					return
 				}
 			}
 		})
 	}
-	q.dispatch(fetch)
+	q.dispatch(fetch, hard)
+	for ; q.busy > 0; q.busy-- {
+		<-q.results // Run is ending: its rooms are let go by the shell
+	}
 	workers.Wait()
 }
 
-func (q *scheduler) dispatch(fetch context.Context) {
+func (q *scheduler) dispatch(fetch, hard context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -146,10 +161,27 @@ func (q *scheduler) dispatch(fetch context.Context) {
 			q.nextIdle = now.Add(q.idleEvery)
 		}
 
-		var work chan *room
-		var head *room
-		if len(q.ready) > 0 && q.busy < q.workers {
-			work, head = q.work, q.ready[0]
+		for len(q.ready) > 0 && q.busy < q.limit && q.takeSlot() {
+			r := q.ready[0]
+			q.ready[0] = nil
+			q.ready = q.ready[1:]
+			r.sched.state = schedRunning
+			q.busy++
+			r.slot = true
+			if q.resting > 0 {
+				// An idle worker is waiting, or about to, since its
+				// last round's end was taken in.
+				q.resting--
+				select {
+				case q.work <- r:
+				case <-fetch.Done():
+					q.resting++
+					q.busy-- // never ran; Run is ending and lets the room go
+					return
+				}
+			} else {
+				go func() { q.results <- r.turn(hard) }()
+			}
 		}
 		if next, ok := q.nextDue(); ok {
 			timer.Reset(max(next.Sub(now), 0))
@@ -157,13 +189,12 @@ func (q *scheduler) dispatch(fetch context.Context) {
 			timer.Reset(time.Hour)
 		}
 		select {
-		case work <- head:
-			q.ready[0] = nil
-			q.ready = q.ready[1:]
-			head.sched.state = schedRunning
-			q.busy++
 		case done := <-q.results:
 			q.busy--
+			if done.worker {
+				q.resting++
+			}
+			done.r.handlerStarts() // the round's slot, if it still holds it
 			q.settle(done, now)
 		case <-q.kick:
 		case <-timer.C:
@@ -171,6 +202,36 @@ func (q *scheduler) dispatch(fetch context.Context) {
 			return
 		}
 	}
+}
+
+// takeSlot takes a slot for a new round if one is free.
+func (q *scheduler) takeSlot() bool {
+	select {
+	case q.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// handlerStarts gives back the slot of the round the room runs, if it
+// holds it, and lets the dispatcher start another round. The round calls
+// it as its handler starts; the dispatcher, as the round ends.
+func (r *room) handlerStarts() {
+	if r.slot {
+		r.slot = false
+		<-r.q.slots
+		select {
+		case r.q.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// handlerEnds waits for a slot before the round talks to Band again.
+func (r *room) handlerEnds() {
+	r.q.slots <- struct{}{}
+	r.slot = true
 }
 
 // nextDue is when the dispatcher must look at its queues again.
@@ -190,16 +251,9 @@ func (q *scheduler) nextDue() (time.Time, bool) {
 // to run again.
 func (q *scheduler) takeIn() {
 	q.mu.Lock()
-	woken, delayed := q.woken, q.delayed
-	q.woken, q.delayed = nil, nil
+	woken := q.woken
+	q.woken = nil
 	q.mu.Unlock()
-	now := time.Now()
-	for _, d := range delayed {
-		if d.r.sched.state == schedNew {
-			d.r.sched.state, d.r.sched.due, d.r.sched.budgeted = schedWaiting, now.Add(d.d), false
-			heap.Push(&q.timers, d.r)
-		}
-	}
 	for _, r := range woken {
 		switch r.sched.state {
 		case schedRunning:

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/band-once/bandonce/internal/core"
@@ -39,10 +40,22 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 	}
 	r.lastStale = ""
 	attempt := mark.AttemptNumber
+	if r.ctl.release(m.ID) {
+		// An interrupt reached the message while it waited for this
+		// attempt: consumed without one.
+		return r.aborted(hard, m, attempt, ErrInterrupted)
+	}
 
 	if f := r.failures[m.ID]; f != nil && f.count >= r.s.cfg.MaxAttempts {
 		// The budget was spent but the dead-letter mark did not land.
-		return r.deadLetter(hard, m, f.last)
+		return r.deadLetter(hard, m, attempt, f.last)
+	}
+	if attempt > 1 && r.s.cfg.Ledger.Durable() {
+		// A life before a crash may have begun dead-lettering it: the
+		// room was being told. It finishes that instead of answering.
+		if state, err := ledger.Key(hard, r.id, NoticeKey(m.ID)); err == nil && state != KeyUnknown {
+			return r.deadLetter(hard, m, attempt, errDeadLetteredBefore)
+		}
 	}
 	if unreadable != nil {
 		if cause := r.ctl.commit(cy); cause != nil {
@@ -50,7 +63,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 		}
 		err := Permanent(unreadable)
 		r.charge(m.ID, err)
-		return r.deadLetter(hard, m, err)
+		return r.deadLetter(hard, m, attempt, err)
 	}
 
 	reply, ok := r.unsent[m.ID]
@@ -67,7 +80,9 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 			return r.aborted(hard, m, attempt, cause)
 		}
 		t := r.newTurn(hard, cy, m.ID, attempt)
+		r.handlerStarts()
 		reply, handlerErr = r.runHandler(hctx, m, t)
+		r.handlerEnds()
 		t.close()
 		if hctx.Err() != nil {
 			cause = context.Cause(hctx)
@@ -75,6 +90,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 		}
 	}
 	if handlerErr == nil && reply != nil {
+		reply = withSender(reply, m.SenderID)
 		handlerErr = validateReply(reply, r.s.cfg.MaxResponseBytes)
 	}
 	var perm *PermanentError
@@ -101,10 +117,10 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 	}
 	switch fate {
 	case core.FateFail:
-		return r.fail(hard, m, attempt, handlerErr)
+		return r.fail(hard, cy, m, attempt, handlerErr)
 	case core.FateDeadLetter:
 		r.charge(m.ID, handlerErr)
-		return r.deadLetter(hard, m, handlerErr)
+		return r.deadLetter(hard, m, attempt, handlerErr)
 	default:
 		return r.ack(hard, m, attempt, Outcome{Kind: NoReply})
 	}
@@ -175,7 +191,29 @@ func validateReply(rep *Reply, maxBody int) error {
 			return Permanent(err)
 		}
 	}
+	// The body as post1 sends it, with the longest marker any key makes.
+	body, err := json.Marshal(map[string]any{"message": map[string]any{
+		"content":  core.AppendMarker(rep.Content, strings.Repeat("k", core.MaxKeyLen)),
+		"mentions": mentions(rep.Mentions),
+	}})
+	if err != nil {
+		return Permanent(err)
+	}
+	if len(body) > MaxReplyBytes {
+		return Permanent(&ReplyTooLargeError{Bytes: len(body), Max: MaxReplyBytes})
+	}
 	return nil
+}
+
+// withSender returns rep, or a copy of it that mentions the sender when it
+// mentions no one: Band refuses a message without a mention.
+func withSender(rep *Reply, sender string) *Reply {
+	if len(rep.Mentions) > 0 || sender == "" {
+		return rep
+	}
+	c := *rep
+	c.Mentions = []string{sender}
+	return &c
 }
 
 // readBackSize bounds from above the bytes of a /context answer that holds
@@ -284,25 +322,34 @@ func (r *room) forget(ctx context.Context, id string) {
 }
 
 // fail charges one failure and marks the message failed; Band serves it
-// again, after this room's backoff.
-func (r *room) fail(ctx context.Context, m *wire.Message, attempt int, cause error) step {
+// again at the head of the room, and the room holds it (and everything
+// behind it) until its Backoff wait is over.
+func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int, cause error) step {
 	r.charge(m.ID, cause)
+	failures := r.failures[m.ID].count
+	wait := r.s.cfg.Backoff.wait(r.s.jitter, failures, cause)
 	r.s.log.Warn("bandonce: handler failed; the message will be retried", "room", r.id, "message", m.ID,
-		"failures", r.failures[m.ID].count, "max", r.s.cfg.MaxAttempts, "err", cause)
+		"failures", failures, "max", r.s.cfg.MaxAttempts, "retry_in", wait.Round(time.Millisecond), "err", cause)
 	mctx, cancel := r.s.markCtx(ctx)
 	defer cancel()
 	if _, err := r.s.api.Failed(mctx, r.id, m.ID, failureText(cause)); err != nil {
 		r.s.log.Warn("bandonce: failed mark did not land", "room", r.id, "message", m.ID, "err", err)
 	}
+	r.retryAt = time.Now().Add(wait)
+	r.ctl.hold(m.ID, cy)
 	r.s.emit(Outcome{Kind: Failed, RoomID: r.id, MessageID: m.ID, Attempt: attempt, Err: cause})
-	return stepBackoff
+	return stepHeld
 }
 
 // deadLetter gives up on a message: failed with the reason, then a fresh
 // attempt marked processed, because Band re-serves failed messages at the
 // head of the room and leaving one there would stall everything behind it.
-func (r *room) deadLetter(ctx context.Context, m *wire.Message, cause error) step {
-	reason := fmt.Sprintf("dead-lettered after %d failure(s): %v", r.failures[m.ID].count, cause)
+// The room is told before the message is consumed: an error event that
+// is still owed keeps the message failed, so its next delivery tells the
+// room again, behind the event's guard.
+func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cause error) step {
+	failures := r.failures[m.ID].charged()
+	reason := fmt.Sprintf("dead-lettered after %d failure(s): %v", failures, cause)
 	var perm *PermanentError
 	if errors.As(cause, &perm) {
 		reason = "dead-lettered: " + cause.Error()
@@ -313,12 +360,22 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, cause error) ste
 	if _, err := r.s.api.Failed(mctx, r.id, m.ID, reason); err != nil {
 		return r.failed("POST failed", err)
 	}
+	d := DeadLetter{RoomID: r.id, MessageID: m.ID, SenderID: m.SenderID, SenderName: m.SenderName, SenderType: m.SenderType,
+		Content: m.Content, Failures: failures, Reason: reason, Err: cause, At: deadLetterAt()}
+	r.keepDeadLetter(ctx, d)
+	if next, ok := r.tellRoom(ctx, m, attempt, d); !ok {
+		return next
+	}
 	// From here only the consuming marks are owed, whatever happens.
 	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
 		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
 	}
 	return r.ackOnly(ctx, m, Outcome{Kind: DeadLettered, Err: cause})
 }
+
+// errDeadLetteredBefore is the cause of a dead letter that an earlier
+// life of the agent began and a crash interrupted.
+var errDeadLetteredBefore = errors.New("given up on before the agent restarted")
 
 // failure is a message's charged handler failures and the last one's error.
 type failure struct {

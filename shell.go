@@ -219,6 +219,9 @@ func asFatal(err error) error {
 	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized {
 		return fmt.Errorf("%w: %w", ErrUnauthorized, apiErr)
 	}
+	if errors.Is(err, ErrCrossOriginRedirect) {
+		return fmt.Errorf("bandonce: Band's REST root must not redirect to another origin (check Config.BaseURL): %w", err)
+	}
 	return nil
 }
 
@@ -250,20 +253,14 @@ func (s *Shell) startRoom(id string) bool {
 	if s.sock != nil {
 		s.sock.Join("chat_room:"+id, r.onRoomEvent)
 	}
-	if s.socketUp.Load() {
-		// Its first look waits for its topic's join to be answered
-		// (catchUp), so a message said meanwhile is not missed and the
-		// room does not look twice; but not for long.
-		s.sched.later(r, joinWait)
-	} else {
-		s.sched.wake(r)
-	}
+	// Its first look is now, joined or not: a backlog is served while the
+	// joins are still being answered. A message said after this look and
+	// before its topic's join is answered was pushed to nobody, so the
+	// answered join wakes the room again (catchUp): one more look, unless
+	// the first has not begun by then.
+	s.sched.wake(r)
 	return true
 }
-
-// joinWait bounds how long a new room's first look waits for its topic's
-// join to be answered.
-const joinWait = 5 * time.Second
 
 // errRoomRemoved ends a room's loop when the agent leaves the room.
 var errRoomRemoved = errors.New("bandonce: agent removed from the room")

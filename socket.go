@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -75,6 +76,8 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 		case ctx.Err() != nil:
 		case errors.As(err, &up) && (up.Status == http.StatusUnauthorized || up.Status == http.StatusForbidden):
 			s.failRun(errors.Join(ErrUnauthorized, err))
+		case errors.Is(err, ErrCrossOriginRedirect):
+			s.failRun(fmt.Errorf("bandonce: Band's socket URL must not redirect to another origin (check Config.SocketURL): %w", err))
 		default:
 			// A conflict or a refused upgrade: control signals cannot
 			// reach this shell, but messages still do through polling.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/band-once/bandonce/band"
@@ -148,10 +149,13 @@ func (m *Message) Send(ctx context.Context, rep Reply) error {
 	if m.turn == nil {
 		return ErrNotInTurn
 	}
+	rep.Mentions = append([]string(nil), rep.Mentions...)
+	if len(rep.Mentions) == 0 && m.SenderID != "" {
+		rep.Mentions = []string{m.SenderID}
+	}
 	if err := validateReply(&rep, m.turn.r.s.cfg.MaxResponseBytes); err != nil {
 		return fmt.Errorf("bandonce: send: %w", err)
 	}
-	rep.Mentions = append([]string(nil), rep.Mentions...)
 	return m.turn.emit(ctx, func(t *turn) effect {
 		if rep.DedupKey != "" {
 			return effect{key: rep.DedupKey, reply: &rep}
@@ -204,6 +208,9 @@ func (t *turn) emit(ctx context.Context, next func(*turn) effect) error {
 	}
 	if fatal := asFatal(f.err); fatal != nil {
 		t.r.s.failRun(fatal)
+	}
+	if errors.Is(f.err, ErrKeyInOutput) {
+		return fmt.Errorf("bandonce: %s: %w", f.call, f.err) // the dedup key may be what holds it
 	}
 	return fmt.Errorf("bandonce: %s (key %q): %w", f.call, e.key, f.err)
 }
@@ -262,6 +269,12 @@ func validateEvent(ev *Event) error {
 // error from fn is returned as is and nothing is recorded, so the step
 // runs again on a later delivery. A result larger than MaxStepResult is an
 // error. Two Steps of one name must not run at the same time.
+//
+// An fn cut off by an interrupt or a stop returns an error that names the
+// step and matches the signal (errors.Is(err, ErrInterrupted)); the shell
+// logs it at info. Every Step call is logged at debug (name, key, whether
+// fn ran or the ledger's result was replayed, duration, error) and passed
+// to Hooks.Step, which package bandonce/otel turns into a span.
 func (m *Message) Step(ctx context.Context, name string, fn func(ctx context.Context, idempotencyKey string) ([]byte, error)) ([]byte, error) {
 	if m.turn == nil {
 		return nil, ErrNotInTurn
@@ -290,7 +303,17 @@ func (t *turn) step(ctx context.Context, name string, fn func(context.Context, s
 		t.mu.Unlock()
 	}()
 
-	r := t.r
+	began := time.Now()
+	run := StepRun{RoomID: t.r.id, MessageID: t.msgID, Name: name, IdempotencyKey: t.idempotencyKey(name)}
+	result, err := t.runStep(ctx, &run, fn)
+	run.Took, run.Err = time.Since(began), err
+	t.r.stepRan(ctx, run)
+	return result, err
+}
+
+// runStep is step's work: the ledger's record, else fn and the record.
+func (t *turn) runStep(ctx context.Context, run *StepRun, fn func(context.Context, string) ([]byte, error)) ([]byte, error) {
+	r, name := t.r, run.Name
 	ledger := r.s.cfg.Ledger
 	ectx, cancel := t.effectCtx(ctx)
 	defer cancel()
@@ -300,13 +323,19 @@ func (t *turn) step(ctx context.Context, name string, fn func(context.Context, s
 		return nil, fmt.Errorf("bandonce: step %q: ledger read: %w", name, err)
 	}
 	if done {
+		run.Replayed = true
 		return result, nil
 	}
 	if err := t.forbidden(ctx); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bandonce: step %q not run: %w", name, err)
 	}
-	result, err = fn(ctx, t.idempotencyKey(name))
+	result, err = fn(ctx, run.IdempotencyKey)
 	if err != nil {
+		if cause := t.r.ctl.abortCause(t.cy); cause != nil && ctx.Err() != nil {
+			// A signal cut the step off: say which, keeping the cause
+			// for errors.Is.
+			return nil, fmt.Errorf("bandonce: step %q cut off: %w (%w)", name, cause, err)
+		}
 		return nil, err
 	}
 	if len(result) > MaxStepResult {
@@ -434,4 +463,22 @@ func (m *Message) CreateRoom(ctx context.Context, title string) (band.Room, erro
 		return band.Room{}, fmt.Errorf("bandonce: %s: recorded result: %w", name, err)
 	}
 	return room, nil
+}
+
+// stepRan reports a Step that returned: a debug line, an info line when a
+// signal cut it off, and Hooks.Step.
+func (r *room) stepRan(ctx context.Context, s StepRun) {
+	args := []any{"room", s.RoomID, "message", s.MessageID, "step", s.Name, "key", s.IdempotencyKey,
+		"replayed", s.Replayed, "took", s.Took.Round(time.Microsecond)}
+	switch {
+	case s.Err != nil && (errors.Is(s.Err, ErrInterrupted) || errors.Is(s.Err, ErrStopped)):
+		r.s.log.Info("bandonce: a signal cut a step off", append(args, "err", s.Err)...)
+	case s.Err != nil:
+		r.s.log.Debug("bandonce: step failed", append(args, "err", s.Err)...)
+	default:
+		r.s.log.Debug("bandonce: step", args...)
+	}
+	if hook := r.s.cfg.Hooks.Step; hook != nil {
+		hook(ctx, s)
+	}
 }

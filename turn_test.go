@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -536,4 +537,70 @@ func TestCrashAtEveryLedgerWriteOfATurn(t *testing.T) {
 			})
 		}
 	}
+}
+
+func TestAnInterruptThatCutsAStepSaysWhichStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, 0)
+		room := r.rooms[0]
+		id := r.say(room, "refund order 17")
+		var mu sync.Mutex
+		var stepErr error
+		var runs []bandonce.StepRun
+		started := make(chan struct{})
+		cfg := r.config()
+		cfg.Handler = func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			_, err := m.Step(ctx, "refund", func(ctx context.Context, _ string) ([]byte, error) {
+				close(started)
+				<-ctx.Done()
+				return nil, ctx.Err()
+			})
+			mu.Lock()
+			stepErr = err
+			mu.Unlock()
+			return nil, err
+		}
+		cfg.Hooks.Step = func(_ context.Context, s bandonce.StepRun) {
+			mu.Lock()
+			defer mu.Unlock()
+			runs = append(runs, s)
+		}
+		stop := startOnce(r.world, cfg)
+		<-started
+		require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+		time.Sleep(time.Minute)
+		require.NoError(t, stop())
+
+		mu.Lock()
+		defer mu.Unlock()
+		require.ErrorIs(t, stepErr, bandonce.ErrInterrupted)
+		assert.Contains(t, stepErr.Error(), `step "refund" cut off`)
+		require.Len(t, runs, 1)
+		assert.Equal(t, "refund", runs[0].Name)
+		assert.Equal(t, id, runs[0].MessageID)
+		assert.False(t, runs[0].Replayed)
+		assert.NotEmpty(t, runs[0].IdempotencyKey)
+		assert.ErrorIs(t, runs[0].Err, bandonce.ErrInterrupted)
+		assert.True(t, r.logs.has(slog.LevelInfo, "a signal cut a step off", "step=refund"))
+		assert.Equal(t, []bandonce.OutcomeKind{bandonce.Interrupted}, r.out.of(id))
+	})
+}
+
+func TestEveryStepIsLoggedAtDebug(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		w.say(w.rooms[0], "hi")
+		l := &logs{}
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			if _, err := m.Step(ctx, "lookup", func(context.Context, string) ([]byte, error) { return []byte("ok"), nil }); err != nil {
+				return nil, err
+			}
+			return echo(ctx, m)
+		})
+		cfg.Logger = l.logger()
+		stop := startOnce(w, cfg)
+		time.Sleep(time.Minute)
+		require.NoError(t, stop())
+		assert.True(t, l.has(slog.LevelDebug, "bandonce: step", "step=lookup", "replayed=false", "key=bandonce-"))
+	})
 }

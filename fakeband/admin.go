@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 )
@@ -12,8 +13,11 @@ import (
 // AdminPrefix is where the admin API lives when Options.Admin is set. It
 // drives the Band from outside the process, as the Go methods do inside
 // it: a test harness in any language, or a person with curl, plays the
-// humans and the faults and reads the ground truth. Bodies are JSON;
-// answers are {"data": ...} or {"error": {"code", "message"}}.
+// humans and the faults and reads the ground truth. Bodies are JSON, with
+// Content-Type: application/json; answers are {"data": ...} or
+// {"error": {"code", "message"}}. It refuses a foreign Origin, a Host
+// that is not the loopback address it serves, and a body of another type
+// (see adminRefusal): no web page elsewhere can drive it or read its keys.
 //
 //	GET    /_admin/setup      the cast: owner, humans, agents (with keys), rooms, URLs
 //	POST   /_admin/say        {"room", "text", "from"?, "mentions"?} a message, as a human
@@ -31,6 +35,7 @@ import (
 //	POST   /_admin/faults     {"request": [Fault...], "socket": [SocketFault...], "rate_limit"?: RateLimit} add rules
 //	DELETE /_admin/faults     remove every rule and the rate limit (Band.ClearFaults)
 //	GET    /_admin/truth      posts, deliveries, marks, executions, events, request counts
+//	GET    /_admin/requests   the request counts alone, cheap to poll while an agent works
 //
 // A room is named by its id or its title; a participant by its id, name
 // or handle. say sends as the room's owner unless "from" names someone
@@ -59,6 +64,7 @@ func (b *Band) adminRoutes(mux *http.ServeMux) {
 		"POST /faults":         b.adminInject,
 		"DELETE /faults":       b.adminClearFaults,
 		"GET /truth":           b.adminTruth,
+		"GET /requests":        b.adminRequests,
 	}
 	for pattern, serve := range routes {
 		method, path, _ := strings.Cut(pattern, " ")
@@ -66,9 +72,14 @@ func (b *Band) adminRoutes(mux *http.ServeMux) {
 	}
 }
 
-// admin renders an admin handler's answer; after Close it answers 503.
+// admin renders an admin handler's answer; it refuses what adminRefusal
+// refuses, and after Close it answers 503.
 func (b *Band) admin(serve func(r *http.Request) (int, any, *Error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if e := adminRefusal(r); e != nil {
+			writeAdminError(w, e)
+			return
+		}
 		b.mu.Lock()
 		closed := b.closed
 		b.mu.Unlock()
@@ -414,6 +425,13 @@ func (b *Band) faultsLocked() faultsJSON {
 		out.Fired[k] = v
 	}
 	return out
+}
+
+// adminRequests is the request counts by endpoint, as in the truth.
+func (b *Band) adminRequests(*http.Request) (int, any, *Error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return http.StatusOK, maps.Clone(b.truth.reqs), nil
 }
 
 func (b *Band) adminFaults(*http.Request) (int, any, *Error) {

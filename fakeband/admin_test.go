@@ -43,6 +43,9 @@ func (f *adminFixture) admin(t *testing.T, method, path string, body any) (int, 
 	}
 	req, err := http.NewRequest(method, "http://"+fakeband.Host+fakeband.AdminPrefix+path, rd)
 	require.NoError(t, err)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := f.c.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

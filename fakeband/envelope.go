@@ -32,7 +32,7 @@ const sunset = "Thu, 01 Oct 2026 00:00:00 GMT"
 
 // writeReply renders a handler's answer in Band's envelopes.
 func writeReply(w http.ResponseWriter, rep reply, reqID string) {
-	w.Header().Set("X-Request-ID", reqID)
+	w.Header()["X-Request-Id"] = []string{reqID} // X-Request-ID, canonical: Set would canonicalise it every time
 	switch {
 	case rep.err != nil:
 		writeJSON(w, rep.err.Status, errorBody(rep.err, reqID))
@@ -94,11 +94,16 @@ func codeForStatus(status int) string {
 
 // writeJSON renders v; the values are the fake's own structs, so encoding
 // cannot fail, and a failed write means the client has gone.
+// jsonContentType is every JSON answer's Content-Type, shared: a header
+// value is only read, and an append to it copies (its capacity is one).
+var jsonContentType = []string{"application/json"}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
 	_ = json.NewEncoder(&buf).Encode(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(buf.Len())}
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }

@@ -43,6 +43,9 @@ var (
 	ErrLimitReached = &Error{Status: http.StatusForbidden, Code: "limit_reached", Message: "plan quota limit reached"}
 	// ErrValidation: the request body or parameters are invalid.
 	ErrValidation = &Error{Status: http.StatusUnprocessableEntity, Code: "validation_error", Message: "validation failed"}
+	// ErrTooLarge: the request body is larger than the fake takes
+	// (MaxBody bytes): 413 payload_too_large.
+	ErrTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Code: "payload_too_large", Message: fmt.Sprintf("request body is larger than %d bytes", MaxBody)}
 	// ErrNoActiveAttempt: processed or failed without an open attempt.
 	ErrNoActiveAttempt = &Error{Status: http.StatusUnprocessableEntity, Code: "no_active_attempt", Message: "no active processing attempt"}
 	// ErrAlreadyProcessed: processing asked for a message already processed.

@@ -1,7 +1,9 @@
 package fakeband
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -96,6 +98,8 @@ func (b *Band) api(rt route) http.Handler {
 		var rep reply
 		if who, err := b.authenticate(rt.side, r.Header.Get("X-API-Key")); err != nil {
 			rep = errReply(err)
+		} else if !boundBody(r) {
+			rep = errReply(ErrTooLarge)
 		} else {
 			rep = rt.serve(&call{r: r, who: who, fault: f})
 		}
@@ -163,4 +167,18 @@ func (b *Band) authenticate(s side, key string) (*participant, *Error) {
 		return nil, forbidden("User authentication required")
 	}
 	return p, nil
+}
+
+// boundBody reads the request's body, up to MaxBody bytes, in place of
+// the stream, and reports whether it fit.
+func boundBody(r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil {
+		data = nil // a body cut off is the handlers' to refuse, as before
+	}
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	return len(data) <= MaxBody
 }

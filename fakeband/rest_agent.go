@@ -6,8 +6,11 @@ import (
 	"net/http"
 )
 
-// maxBody bounds a request body; Band's bodies are small.
-const maxBody = 1 << 20
+// MaxBody bounds a request body: a larger one is answered 413
+// payload_too_large (ErrTooLarge). Band does not publish its own limit.
+const MaxBody = 1 << 20
+
+const maxBody = MaxBody
 
 func (b *Band) agentRoutes() []route {
 	const chat = "/api/v1/agent/chats/{chat_id}"

@@ -2,10 +2,13 @@ package fakeband_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce/fakeband"
 )
 
 func TestPostIsValidatedLikeBand(t *testing.T) {
@@ -43,6 +46,7 @@ func TestPostIsValidatedLikeBand(t *testing.T) {
 		{"self by handle", post("hi", m("handle", f.bot.Handle)), 422, "cannot_mention_self"},
 		{"same participant twice", post("hi", alice, m("handle", f.alice.Handle)), 422, "duplicate_mentions"},
 		{"bad kind", post("hi", m("id", f.alice.ID, "kind", "shout")), 422, "invalid_mention_kind"},
+		{"body over MaxBody", post(strings.Repeat("x", fakeband.MaxBody), alice), 413, "payload_too_large"},
 		{"by id", post("hi", alice), 201, ""},
 		{"by handle", post("hi", m("handle", f.alice.Handle)), 201, ""},
 		{"by @handle", post("hi", m("handle", "@"+f.alice.Handle)), 201, ""},

@@ -177,6 +177,7 @@ var suite = []group{
 	{"Durable", durableChecks},
 	{"Concurrency", concurrencyChecks},
 	{"Context", contextChecks},
+	{"DeadLetters", deadLetterChecks},
 }
 
 // recorder is Check's tester. As with *testing.T, FailNow ends the
@@ -202,6 +203,9 @@ func (r *recorder) FailNow() {
 	r.mu.Unlock()
 	runtime.Goexit()
 }
+
+// Skip ends the check without a failure, as *testing.T's does.
+func (r *recorder) Skip(...any) { runtime.Goexit() }
 
 // run runs a check on a goroutine of its own, which FailNow may end, and
 // takes a panic of the ledger's for a failure.

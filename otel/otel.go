@@ -22,6 +22,8 @@
 //	bandonce.request.duration    histogram  seconds per attempt, by bandonce.endpoint
 //	bandonce.request.retries     counter    attempts after a call's first, by bandonce.endpoint
 //	bandonce.request.throttled   counter    429 answers, by bandonce.endpoint
+//	bandonce.request.paced       gauge      1 while Band's 429s pace every request of the agent, else 0
+//	bandonce.request.pace        gauge      that pace, in requests a second (0 once lifted)
 //	bandonce.control.signals     counter    control signals applied, by bandonce.control.mode
 //	bandonce.socket.connected    gauge      1 while the socket is up, else 0
 //	bandonce.socket.disconnects  counter    connections that ended
@@ -38,7 +40,9 @@
 // it: a "bandonce.handler" span for the handler call, whose context the
 // Handler gets, so the spans the handler starts are its children; a span
 // per HTTP attempt the shell made for the delivery, named by its endpoint;
-// and an event per read of the room by the guard.
+// an event per read of the room by the guard; and a "bandonce.step" span
+// per Message.Step, with its name, idempotency key, whether its result was
+// replayed from the ledger, and its error.
 package bandonceotel
 
 import (
@@ -108,6 +112,8 @@ type instruments struct {
 	throttled        metric.Int64Counter
 	signals          metric.Int64Counter
 	socketConnected  metric.Int64Gauge
+	paced            metric.Int64Gauge
+	pace             metric.Float64Gauge
 	socketDisconnect metric.Int64Counter
 	rooms            metric.Int64UpDownCounter
 }
@@ -144,6 +150,14 @@ func newInstruments(m metric.Meter, tracer trace.Tracer) (*instruments, error) {
 	g, err := m.Int64Gauge("bandonce.socket.connected", metric.WithUnit("1"), metric.WithDescription("1 while the socket is connected, else 0."))
 	in.socketConnected = g
 	errs = append(errs, err)
+	paced, err := m.Int64Gauge("bandonce.request.paced", metric.WithUnit("1"),
+		metric.WithDescription("1 while Band's 429s make the shell pace every request it sends, else 0."))
+	in.paced = paced
+	errs = append(errs, err)
+	pace, err := m.Float64Gauge("bandonce.request.pace", metric.WithUnit("{request}/s"),
+		metric.WithDescription("The pace of the shell's requests while Band throttles the agent; 0 once lifted."))
+	in.pace = pace
+	errs = append(errs, err)
 	counter(&in.socketDisconnect, "bandonce.socket.disconnects", "{disconnect}", "Socket connections that ended.")
 	upDown(&in.rooms, "bandonce.rooms", "{room}", "Rooms being served.")
 	if err := errors.Join(errs...); err != nil {
@@ -166,6 +180,9 @@ const (
 	keyMessage       = attribute.Key("bandonce.message.id")
 	keyAttempt       = attribute.Key("bandonce.attempt")
 	keyFound         = attribute.Key("bandonce.guard.found")
+	keyStep          = attribute.Key("bandonce.step.name")
+	keyStepKey       = attribute.Key("bandonce.step.idempotency_key")
+	keyReplayed      = attribute.Key("bandonce.step.replayed")
 )
 
 // hooks returns the instrumentation's hooks, each calling next's after
@@ -233,6 +250,12 @@ func (in *instruments) hooks(next bandonce.Hooks) bandonce.Hooks {
 			next.GuardRead(ctx, d, found, err)
 		}
 	}
+	h.Step = func(ctx context.Context, s bandonce.StepRun) {
+		in.step(ctx, s)
+		if next.Step != nil {
+			next.Step(ctx, s)
+		}
+	}
 	h.Request = func(ctx context.Context, r bandonce.Request) {
 		in.request(ctx, r)
 		if next.Request != nil {
@@ -255,6 +278,18 @@ func (in *instruments) hooks(next bandonce.Hooks) bandonce.Hooks {
 		}
 		if next.Socket != nil {
 			next.Socket(up, err)
+		}
+	}
+	h.Throttle = func(throttled bool, rate float64) {
+		ctx := context.Background()
+		on := int64(0)
+		if throttled {
+			on = 1
+		}
+		in.paced.Record(ctx, on)
+		in.pace.Record(ctx, rate)
+		if next.Throttle != nil {
+			next.Throttle(throttled, rate)
 		}
 	}
 	h.Room = func(id string, added bool) {
@@ -297,6 +332,20 @@ func (in *instruments) request(ctx context.Context, r bandonce.Request) {
 		span.SetStatus(codes.Error, r.Err.Error())
 	case r.Status >= 400:
 		span.SetStatus(codes.Error, "")
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
+// step is a span for one Message.Step, placed after the fact where it
+// ran, a child of the handler's span.
+func (in *instruments) step(ctx context.Context, s bandonce.StepRun) {
+	end := time.Now()
+	_, span := in.tracer.Start(ctx, "bandonce.step", trace.WithTimestamp(end.Add(-s.Took)), trace.WithAttributes(
+		keyRoom.String(s.RoomID), keyMessage.String(s.MessageID), keyStep.String(s.Name),
+		keyStepKey.String(s.IdempotencyKey), keyReplayed.Bool(s.Replayed)))
+	if s.Err != nil {
+		span.RecordError(s.Err)
+		span.SetStatus(codes.Error, s.Err.Error())
 	}
 	span.End(trace.WithTimestamp(end))
 }

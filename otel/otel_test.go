@@ -2,6 +2,7 @@ package bandonceotel_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -309,4 +310,103 @@ func TestAFailedDeliveryIsAnErrorSpan(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, errored)
+}
+
+// gauge is the last value of a float64 gauge, and whether it was recorded.
+func (tm *telemetry) gauge(t *testing.T, name string) (float64, bool) {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, tm.reader.Collect(context.Background(), &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[float64]); ok && m.Name == name && len(g.DataPoints) > 0 {
+				return g.DataPoints[len(g.DataPoints)-1].Value, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// A 429 makes the shell pace every request: the gauges say so, with the
+// pace, until Band has gone half a minute without one.
+func TestThePaceOfAThrottledAgentIsAGauge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		tm := newTelemetry()
+		cfg := w.config(func(_ context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			return &bandonce.Reply{Content: "echo: " + m.Body(), Mentions: []string{m.SenderID}}, nil
+		})
+		require.NoError(t, bandonceotel.Instrument(&cfg, tm.opts...))
+		shell, err := bandonce.New(cfg)
+		require.NoError(t, err)
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointNext, Nth: 1, Kind: fakeband.FailBefore, Status: 429, EmptyBody: true})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- shell.Run(ctx) }()
+		w.say(t, "one")
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, int64(1), tm.must(t, "bandonce.request.paced"))
+		pace, ok := tm.gauge(t, "bandonce.request.pace")
+		assert.True(t, ok)
+		assert.Positive(t, pace)
+
+		time.Sleep(time.Minute)
+		w.say(t, "two") // accepted, half a minute after the 429
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, int64(0), tm.must(t, "bandonce.request.paced"), "lifted")
+		pace, _ = tm.gauge(t, "bandonce.request.pace")
+		assert.Zero(t, pace)
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
+// A Step is a span of its own inside the handler's span, saying whether it
+// ran or was replayed from the ledger.
+func TestAStepIsASpanInsideItsHandlersSpan(t *testing.T) {
+	w := newWorld(t)
+	tm := newTelemetry()
+	w.say(t, "refund order 17")
+	calls := 0
+	cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		calls++
+		if _, err := m.Step(ctx, "refund", func(context.Context, string) ([]byte, error) { return []byte("re_1"), nil }); err != nil {
+			return nil, err
+		}
+		if calls == 1 {
+			return nil, errors.New("the model API timed out") // the next delivery replays the step
+		}
+		return &bandonce.Reply{Content: "refunded"}, nil
+	})
+	cfg.DisableSocket = true
+	cfg.Backoff = bandonce.Backoff{BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
+	require.NoError(t, bandonceotel.Instrument(&cfg, tm.opts...))
+	shell, err := bandonce.New(cfg)
+	require.NoError(t, err)
+	_, err = shell.Drain(context.Background())
+	require.NoError(t, err)
+
+	handlers := map[trace.SpanID]bool{}
+	for _, s := range tm.spans.Ended() {
+		if s.Name() == "bandonce.handler" {
+			handlers[s.SpanContext().SpanID()] = true
+		}
+	}
+	var replayed []bool
+	for _, s := range tm.spans.Ended() {
+		if s.Name() != "bandonce.step" {
+			continue
+		}
+		assert.True(t, handlers[s.Parent().SpanID()], "a child of its handler's span")
+		attrs := attribute.NewSet(s.Attributes()...)
+		name, _ := attrs.Value("bandonce.step.name")
+		assert.Equal(t, "refund", name.AsString())
+		key, _ := attrs.Value("bandonce.step.idempotency_key")
+		assert.NotEmpty(t, key.AsString())
+		r, _ := attrs.Value("bandonce.step.replayed")
+		replayed = append(replayed, r.AsBool())
+	}
+	assert.Equal(t, []bool{false, true}, replayed, "run at the first delivery, replayed from the ledger at the second")
 }

@@ -57,6 +57,24 @@ CREATE TABLE {s}.steps (
 	PRIMARY KEY (agent_id, room, message_id, name)
 );`,
 	},
+	{
+		name: "dead letters",
+		ddl: `
+CREATE TABLE {s}.deadletters (
+	agent_id    text NOT NULL,
+	room        text NOT NULL,
+	message_id  text NOT NULL,
+	sender_id   text NOT NULL,
+	sender_name text NOT NULL,
+	sender_type text NOT NULL,
+	content     text NOT NULL,
+	failures    integer NOT NULL,
+	reason      text NOT NULL,
+	given_up_at timestamptz NOT NULL,
+	epoch       bigint NOT NULL,
+	PRIMARY KEY (agent_id, room, message_id)
+);`,
+	},
 }
 
 // statements are the SQL texts of a Store, built once for its schema.
@@ -96,7 +114,7 @@ func buildStatements(schema string) statements {
 		// has_table_privilege holds when any privilege listed holds: each
 		// is asked on its own.
 		privileges: `SELECT bool_and(has_table_privilege(format('%I.%I', $1::text, t), p))
-			FROM unnest(ARRAY['leases', 'keys', 'acks', 'steps']) AS t, unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p`,
+			FROM unnest(ARRAY['leases', 'keys', 'acks', 'steps', 'deadletters']) AS t, unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p`,
 
 		// $1 agent, $2 holder, $3 lease time in microseconds.
 		acquire: s(`INSERT INTO {s}.leases AS l (agent_id, epoch, holder, acquired_at, expires_at)

@@ -38,6 +38,12 @@ type Options struct {
 	// after its message was marked processed, nothing sent after an
 	// interrupt reached the agent, nothing pending.
 	RepliesOptional bool
+	// DeadLettersTold requires the room of every dead-lettered message to
+	// be told with exactly one error event under bandonce.NoticeKey, as
+	// the Shell does by default. Whatever it says, an error event under
+	// that key for a message that was answered, or two, are violations.
+	// The built-in agent (a nil Agent) sets it.
+	DeadLettersTold bool
 	// Busy, if set, reports whether the agent was working on a turn in
 	// the room (by id) in life at tick (see External.Tick) in a way the
 	// engine cannot see, such as a call to the outside world in flight.
@@ -59,6 +65,7 @@ type CustomCheck struct {
 func (o Options) withDefaults() Options {
 	if o.Agent == nil {
 		o.Agent = ShellAgent(ShellConfig{})
+		o.DeadLettersTold = true
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = 3

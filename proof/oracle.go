@@ -75,6 +75,7 @@ func (s *sim) judge() Result {
 	t.doublePosts(v)
 	t.pending(v)
 	t.outcomes(v)
+	t.notices(v)
 	t.interrupts(v)
 	t.interruptsConsume(v)
 	t.stops(v)

@@ -49,7 +49,7 @@ func pgAgent(cfg ShellConfig) Factory {
 				return err
 			}
 			return store.RunLeader(ctx, func(ctx context.Context, ledger *pgledger.Ledger) error {
-				return runShell(ctx, env, unbound{ledger}, cfg.MaxAttempts)
+				return runShell(ctx, env, unbound{ledger}, cfg)
 			})
 		}
 	}

@@ -45,6 +45,9 @@ type ShellConfig struct {
 	Postgres, Schema string
 	// MaxAttempts is the Shell's failure budget. Zero means 3.
 	MaxAttempts int
+	// DeadLetterNotice is the Shell's Config.DeadLetterNotice: nil means
+	// the Shell's default notice.
+	DeadLetterNotice func(bandonce.DeadLetter) string
 }
 
 // Shell timing under the prover: short, so a schedule's virtual time
@@ -100,32 +103,34 @@ func ShellAgent(cfg ShellConfig) func(*Schedule) (Factory, func()) {
 				if ledger == nil {
 					ledger = bandonce.NewMemoryLedger()
 				}
-				return runShell(ctx, env, ledger, cfg.MaxAttempts)
+				return runShell(ctx, env, ledger, cfg)
 			}
 		}, cleanup
 	}
 }
 
-func runShell(ctx context.Context, env Env, ledger bandonce.Ledger, maxAttempts int) error {
+func runShell(ctx context.Context, env Env, ledger bandonce.Ledger, cfg ShellConfig) error {
 	seed := env.Seed
 	if seed == 0 {
 		seed = 1
 	}
 	sh, err := bandonce.New(bandonce.Config{
-		APIKey:          env.APIKey,
-		BaseURL:         env.BaseURL,
-		SocketURL:       env.SocketURL,
-		HTTPClient:      env.HTTPClient,
-		Handler:         SpecHandler(env.External),
-		Ledger:          ledger,
-		Logger:          slog.New(slog.DiscardHandler), // the storm's faults are deliberate
-		MaxAttempts:     maxAttempts,
-		Retry:           bandonce.RetryPolicy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxRetryAfter: time.Second, Seed: seed},
-		RequestTimeout:  shellRequestTimeout,
-		PollInterval:    shellPollInterval,
-		ResyncInterval:  shellResyncInterval,
-		MarkTimeout:     shellMarkTimeout,
-		ShutdownTimeout: shellShutdown,
+		APIKey:           env.APIKey,
+		BaseURL:          env.BaseURL,
+		SocketURL:        env.SocketURL,
+		HTTPClient:       env.HTTPClient,
+		Handler:          SpecHandler(env.External),
+		Ledger:           ledger,
+		Logger:           slog.New(slog.DiscardHandler), // the storm's faults are deliberate
+		MaxAttempts:      cfg.MaxAttempts,
+		DeadLetterNotice: cfg.DeadLetterNotice,
+		Retry:            bandonce.RetryPolicy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxRetryAfter: time.Second, Seed: seed},
+		Backoff:          bandonce.Backoff{BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxRetryAfter: time.Second},
+		RequestTimeout:   shellRequestTimeout,
+		PollInterval:     shellPollInterval,
+		ResyncInterval:   shellResyncInterval,
+		MarkTimeout:      shellMarkTimeout,
+		ShutdownTimeout:  shellShutdown,
 	})
 	if err != nil {
 		return err

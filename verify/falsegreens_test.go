@@ -86,8 +86,10 @@ func TestUsableEnvironmentValuesRunAndAreLogged(t *testing.T) {
 // A reply Band refuses is reported with Band's code, not by what it led
 // to ("a charged abort ... dead-lettered though drawn to succeed").
 func TestAReplyBandRejectsIsReportedWithBandsCode(t *testing.T) {
+	// (A reply with no mention is no longer one: the shell mentions the
+	// sender. Mentioning the sender twice still is.)
 	noMention := Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-		return &bandonce.Reply{Content: "done: " + m.Body()}, nil
+		return &bandonce.Reply{Content: "done: " + m.Body(), Mentions: []string{m.SenderID, m.SenderID}}, nil
 	})
 	for name, run := range map[string]func(testing.TB, Factory, ...Option) Result{
 		"ExactlyOnce": ExactlyOnce, "KillAfterPost": KillAfterPost, "Storm": Storm,
@@ -96,10 +98,10 @@ func TestAReplyBandRejectsIsReportedWithBandsCode(t *testing.T) {
 		res := run(m, noMention, Schedules(3))
 		require.False(t, res.OK, name)
 		assert.Contains(t, res.Reason, "Band rejected the message the agent posted for r", name)
-		assert.Contains(t, res.Reason, "answering 422 mentions_required: at least one mention of kind mention is required", name)
+		assert.Contains(t, res.Reason, "answering 422 duplicate_mentions: the same participant is mentioned twice", name)
 		assert.NotContains(t, res.Reason, "charged abort", name)
 		require.Len(t, m.Errors(), 1, name)
-		assert.Contains(t, m.Errors()[0], "422 mentions_required", name)
+		assert.Contains(t, m.Errors()[0], "422 duplicate_mentions", name)
 	}
 
 	stranger := Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {

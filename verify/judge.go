@@ -43,6 +43,9 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 	if v := eventTwice(o, res); v != nil {
 		return v
 	}
+	if v := noticeForAnswered(o, res); v != nil {
+		return v
+	}
 	if v := gapVerdict(cfg, res, o); v != nil {
 		return v
 	}

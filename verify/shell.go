@@ -78,6 +78,9 @@ func fillTiming(c *bandonce.Config, seed uint64) {
 	if c.Retry == (bandonce.RetryPolicy{}) {
 		c.Retry = bandonce.RetryPolicy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxRetryAfter: time.Second}
 	}
+	if c.Backoff == (bandonce.Backoff{}) {
+		c.Backoff = bandonce.Backoff{BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxRetryAfter: time.Second}
+	}
 	if c.Retry.Seed == 0 {
 		c.Retry.Seed = seed | 1
 	}

@@ -24,8 +24,12 @@ type runOptions struct {
 	grace     time.Duration
 	timeout   time.Duration
 	attempts  int
+	backoff   bandonce.Backoff
+	ledger    string
 	once      bool
 	verbose   bool
+	env       []string
+	passKey   bool
 }
 
 func parseRun(args []string, stderr io.Writer) (runOptions, error) {
@@ -49,9 +53,21 @@ flags:
 	fs.StringVar(&o.key, "key", "", "dedup key `template`: {message_id}, {room_id}, {sender_id} (default msg:{message_id})")
 	fs.DurationVar(&o.grace, "grace", bridge.DefaultGrace, "time between SIGTERM and SIGKILL of a cancelled command; also how long a running command may finish on shutdown")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound one message's work; when it runs out the work is cancelled and counts as a failure (default: none)")
-	fs.IntVar(&o.attempts, "max-attempts", 3, "failures before a message is dead-lettered")
+	fs.IntVar(&o.attempts, "max-attempts", 10, "failures before a message is dead-lettered")
+	fs.DurationVar(&o.backoff.BaseDelay, "backoff-base", time.Second, "the longest wait after a message's first failure; each later one may double")
+	fs.DurationVar(&o.backoff.MaxDelay, "backoff-max", 2*time.Minute, "cap on the wait between two attempts of a failed message")
+	fs.StringVar(&o.ledger, "ledger", "", "keep the ledger (replies, acks, steps, dead letters) in this bbolt `file`, across restarts (default: in memory)")
 	fs.BoolVar(&o.once, "once", false, "answer what is waiting in every room, then exit (for cron and batch jobs)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
+	fs.Func("env", "pass the command these `NAMES` of bandonce run's environment too (comma-separated, repeatable; NAME* is a prefix); it gets only "+strings.Join(bridge.DefaultEnv, ",")+" otherwise", func(v string) error {
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				o.env = append(o.env, n)
+			}
+		}
+		return nil
+	})
+	fs.BoolVar(&o.passKey, "pass-key", false, "give the command the agent's key (BAND_API_KEY) and Band's URLs; RISK: whatever can read it can print it, and a model can be talked into printing it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -63,10 +79,14 @@ flags:
 		return o, errors.New("-forward and a command are exclusive: choose one")
 	case o.cancelURL != "" && o.forward == "":
 		return o, errors.New("-cancel-url needs -forward")
+	case o.forward != "" && (o.passKey || len(o.env) > 0):
+		return o, errors.New("-env and -pass-key are for a command; -forward sends no environment")
 	case o.grace <= 0:
 		return o, errors.New("-grace must be positive")
 	case o.timeout < 0 || o.attempts < 1:
 		return o, errors.New("-timeout must not be negative and -max-attempts must be at least 1")
+	case o.backoff.BaseDelay <= 0 || o.backoff.MaxDelay < o.backoff.BaseDelay:
+		return o, errors.New("-backoff-base must be positive and -backoff-max at least -backoff-base")
 	}
 	return o, nil
 }
@@ -84,12 +104,25 @@ func baseURL(getenv func(string) string) string {
 	return bandonce.DefaultBaseURL
 }
 
+// lookup is os.Getenv over environ.
+func lookup(environ []string) func(string) string {
+	return func(name string) string {
+		for i := len(environ) - 1; i >= 0; i-- {
+			if n, v, _ := strings.Cut(environ[i], "="); n == name {
+				return v
+			}
+		}
+		return ""
+	}
+}
+
 // handler is a bridge's Handler and what it must finish before exit.
 type handler interface {
 	Handle(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error)
 }
 
-func runMain(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+func runMain(ctx context.Context, args []string, environ []string, stderr io.Writer) int {
+	getenv := lookup(environ)
 	o, err := parseRun(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -109,8 +142,9 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	// The command's stderr is logged too: scrub the key from it, as the
 	// Shell scrubs its own records.
-	logger := keyguard.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), keyguard.New(key))
-	opts := bridge.Options{KeyTemplate: o.key, Grace: o.grace, Logger: logger}
+	secret := keyguard.New(key)
+	logger := keyguard.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), secret)
+	opts := bridge.Options{KeyTemplate: o.key, Grace: o.grace, Logger: logger, Key: secret, PassKey: o.passKey, Env: o.env, Environ: environ}
 	var h handler
 	wait := func() {}
 	if o.forward != "" {
@@ -132,7 +166,18 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 		// killed with the rest of the command.
 		_ = procgroup.BecomeSubreaper()
 	}
+	var ledger bandonce.Ledger
+	if o.ledger != "" {
+		l, err := openRunLedger(ctx, o.ledger, key, getenv, logger)
+		if err != nil {
+			fmt.Fprintln(stderr, "bandonce run:", err)
+			return exitCannot
+		}
+		defer l.Close()
+		ledger = l
+	}
 	shell, err := bandonce.New(bandonce.Config{
+		Ledger:         ledger,
 		APIKey:         key,
 		BaseURL:        baseURL(getenv),
 		SocketURL:      getenv("BAND_WS_URL"),
@@ -140,6 +185,7 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 		Logger:         logger,
 		HandlerTimeout: o.timeout,
 		MaxAttempts:    o.attempts,
+		Backoff:        o.backoff,
 		// On shutdown a running command may finish for the grace, then
 		// it is cancelled: SIGTERM, and SIGKILL after the grace more.
 		ShutdownTimeout: o.grace,

@@ -10,6 +10,7 @@ import (
 
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -129,7 +130,7 @@ func TestRunInterruptEndsTheCommandsWholeGroup(t *testing.T) {
 	bin, w := bandonceBin(t), newRunWorld(t)
 	pids := filepath.Join(t.TempDir(), "pids")
 	const grace = 400 * time.Millisecond
-	p := start(t, w.env("PIDS="+pids), bin, "run", "-grace", grace.String(), "--", testdata(t, "stubborn.sh"))
+	p := start(t, w.env("PIDS="+pids), bin, "run", "-env", "PIDS", "-grace", grace.String(), "--", testdata(t, "stubborn.sh"))
 	id := w.say(t, "work slowly")
 	var all []int
 	eventually(t, "the command and its children", func() bool { all = readPids(t, pids); return len(all) >= 4 })
@@ -150,7 +151,7 @@ func TestRunInterruptEndsTheCommandsWholeGroup(t *testing.T) {
 func TestRunStopLeavesTheMessageAndPlayAnswersItOnce(t *testing.T) {
 	bin, w := bandonceBin(t), newRunWorld(t)
 	pids := filepath.Join(t.TempDir(), "pids")
-	p := start(t, w.env("PIDS="+pids, "STUBBORN_FOR=1"), bin, "run", "-grace", "200ms", "--", testdata(t, "stubborn.sh"))
+	p := start(t, w.env("PIDS="+pids, "STUBBORN_FOR=1"), bin, "run", "-env", "PIDS,STUBBORN_FOR", "-grace", "200ms", "--", testdata(t, "stubborn.sh"))
 	id := w.say(t, "stop me")
 	var first []int
 	eventually(t, "the command working", func() bool { first = readPids(t, pids); return len(first) >= 4 })
@@ -350,13 +351,14 @@ func TestRunOnceDrainsEveryRoomAndExits(t *testing.T) {
 	assert.Contains(t, p.stderr.String(), "drained every room")
 }
 
-// The command's stderr is logged, and the agent's key is scrubbed from it.
+// The command's stderr is logged, and the agent's key, given to it with
+// -pass-key, is scrubbed from it.
 func TestRunLogsTheCommandsStderrWithoutTheKey(t *testing.T) {
 	bin, w := bandonceBin(t), newRunWorld(t)
 	script := filepath.Join(t.TempDir(), "leaky.sh")
 	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho \"my key is $BAND_API_KEY\" >&2\necho ok\n"), 0o755))
 	id := w.say(t, "hi")
-	p := start(t, w.env(), bin, "run", "-once", "--", script)
+	p := start(t, w.env(), bin, "run", "-once", "-pass-key", "--", script)
 	require.Equal(t, exitOK, p.wait(t, 30*time.Second), "stderr:\n%s", p.stderr.String())
 	assert.Contains(t, p.stderr.String(), id+": my key is [redacted]")
 	assert.NotContains(t, p.stderr.String(), w.agent.Key)
@@ -369,9 +371,96 @@ func TestRunLeavesNoProcessOfACommandBehind(t *testing.T) {
 	pids := filepath.Join(t.TempDir(), "pids")
 	w.say(t, "one")
 	w.say(t, "two")
-	p := start(t, w.env("PIDS="+pids), bin, "run", "--", testdata(t, "leaver.sh"))
+	p := start(t, w.env("PIDS="+pids), bin, "run", "-env", "PIDS", "--", testdata(t, "leaver.sh"))
 	eventually(t, "both answered", func() bool { return len(w.replies()) == 2 })
 	requireAllGone(t, readPids(t, pids))
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, exitOK, p.wait(t, 10*time.Second), "stderr:\n%s", p.stderr.String())
+}
+
+// writeScript writes a shell script to a temporary file.
+func writeScript(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "agent.sh")
+	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755))
+	return path
+}
+
+// A command that prints its whole environment gets neither the agent's key
+// nor Band's URLs nor anything else of bandonce run's own environment: only
+// DefaultEnv, what -env adds, and the message.
+func TestRunGivesTheCommandNoKeyAndAMinimalEnvironment(t *testing.T) {
+	bin, w := bandonceBin(t), newRunWorld(t)
+	id := w.say(t, "print env")
+	p := start(t, w.env("DB_PASSWORD=hunter2hunter2", "EXTRA_OK=yes", "COPY_OF_KEY="+w.agent.Key, "BAND_REST_URL=http://127.0.0.1:1"),
+		bin, "run", "-once", "-env", "EXTRA_OK", "-env", "COPY_OF_KEY", "--", writeScript(t, "env\n"))
+	require.Equal(t, exitOK, p.wait(t, 30*time.Second), "stderr:\n%s", p.stderr.String())
+	require.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+	replies := w.replies()
+	require.Len(t, replies, 1, "stderr:\n%s", p.stderr.String())
+	env := replies[0]
+	assert.Contains(t, env, "PATH=")
+	assert.Contains(t, env, "EXTRA_OK=yes", "-env passes a variable on")
+	assert.Contains(t, env, "BAND_MESSAGE_ID="+id)
+	for _, gone := range []string{"DB_PASSWORD", "BAND_API_KEY", "BAND_BASE_URL", "BAND_REST_URL", "COPY_OF_KEY", w.agent.Key} {
+		assert.NotContains(t, env, gone)
+	}
+}
+
+// With -pass-key the command gets the key; when it prints it, the reply is
+// refused and the message dead-lettered with a reason that does not quote
+// it. Nothing reaches the room, nothing reaches the log.
+func TestRunRefusesAReplyThatHoldsTheKey(t *testing.T) {
+	bin, w := bandonceBin(t), newRunWorld(t)
+	id := w.say(t, "print env")
+	p := start(t, w.env(), bin, "run", "-once", "-pass-key", "--", writeScript(t, "env\n"))
+	require.Equal(t, exitOK, p.wait(t, 30*time.Second), "stderr:\n%s", p.stderr.String())
+	assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+	assert.Empty(t, w.replies(), "the reply holding the key was not posted")
+	var reasons []string
+	for _, m := range w.band.Marks(w.agent.ID, id) {
+		if m.Kind == "failed" {
+			reasons = append(reasons, m.Error)
+		}
+	}
+	require.Len(t, reasons, 1, "dead-lettered at once")
+	assert.Contains(t, reasons[0], "contains the agent's API key")
+	assert.NotContains(t, reasons[0], w.agent.Key)
+	assert.NotContains(t, p.stderr.String(), w.agent.Key)
+	assert.Contains(t, p.stderr.String(), "refused to send output that contains the agent's API key")
+
+	p = start(t, w.env(), bin, "run", "-env", "BAND_API_KEY", "--", writeScript(t, "env\n"))
+	assert.Equal(t, exitCannot, p.wait(t, 10*time.Second))
+	assert.Contains(t, p.stderr.String(), "-pass-key")
+}
+
+// A command that prints a 2 MiB line on stderr, and one that prints 2 MiB
+// on stdout, never wedge the bridge: the stderr line is logged cut and the
+// message answered; the reply over 1 MiB is a permanent failure.
+func TestRunSurvivesACommandPrintingA2MiBLine(t *testing.T) {
+	bin, w := bandonceBin(t), newRunWorld(t)
+	long := w.say(t, "stderr")
+	huge := w.say(t, "stdout")
+	script := writeScript(t, `body=$(cat)
+line() { head -c 2097152 /dev/zero | tr '\0' x; }
+if [ "$body" = stderr ]; then line >&2; printf '\nand the end\n' >&2; echo "answered"; else line; fi
+`)
+	p := start(t, w.env(), bin, "run", "-once", "--", script)
+	require.Equal(t, exitOK, p.wait(t, 60*time.Second), "the bridge ended; stderr:\n%.2000s", p.stderr.String())
+	assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, long))
+	assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, huge))
+	replies := w.replies()
+	require.Len(t, replies, 1)
+	assert.Contains(t, replies[0], "answered")
+	// The log is asserted on without printing it: it holds 64 KiB lines.
+	logs := p.stderr.String()
+	assert.True(t, strings.Contains(logs, "[cut]"), "the cut line is logged as cut")
+	assert.True(t, strings.Contains(logs, "cut_bytes="+strconv.Itoa(2<<20-64<<10)), "the log says how much was cut")
+	assert.True(t, strings.Contains(logs, long+": and the end"), "the next line is read after the cut one")
+	assert.Less(t, len(logs), 1<<20, "the log holds the cut line, not the whole of it")
+	var reasons []string
+	for _, m := range w.band.Marks(w.agent.ID, huge) {
+		reasons = append(reasons, m.Error)
+	}
+	assert.Contains(t, strings.Join(reasons, ""), "printed more than 1048576 bytes")
 }

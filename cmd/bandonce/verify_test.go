@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -74,6 +76,15 @@ func TestVerifyCatchesAGoAgentThatAcknowledgesBeforeItPosts(t *testing.T) {
 	require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
 	assert.Contains(t, out, "one-outcome: r1m1 was marked processed before its reply was posted")
 	assert.Equal(t, []string{`1. a human says "r1m1" in room 1`}, witness(out))
+}
+
+func TestVerifyCatchesAnAgentThatTellsTheRoomItGaveUpOnAnAnsweredMessage(t *testing.T) {
+	bin, agent := bandonceBin(t), flawedBin(t)
+	p := start(t, nil, bin, "verify", "-no-socket", "-check", "kill-before-post", "-schedules", "1", "--", agent, "-tell-answered")
+	code := p.wait(t, 3*time.Minute)
+	out := p.stdout.String()
+	require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+	assert.Contains(t, out, "one-outcome: r1m1 was answered, yet its room was told it was given up on")
 }
 
 // An agent that hears Band's signals and ignores them breaks the rule
@@ -178,4 +189,47 @@ func TestVerifyLeavesNoProcessOfTheAgentBehind(t *testing.T) {
 		assert.Contains(t, p.stderr.String(), "interrupted before a verdict")
 		requireAllGone(t, readPids(t, pids))
 	})
+}
+
+// bandonce verify hands the agent neither a Band SDK variable of its own
+// environment (BAND_* nor THENVOI_*) nor a URL off loopback, and the
+// receipt names what it withheld, never the values.
+func TestVerifyWithholdsSDKVariablesAndURLsOffLoopback(t *testing.T) {
+	bin, echo := bandonceBin(t), echoBin(t)
+	dir := t.TempDir()
+	dump := filepath.Join(dir, "env")
+	agent := filepath.Join(dir, "agent.sh")
+	require.NoError(t, os.WriteFile(agent, []byte("#!/bin/sh\nenv >> \"$ENV_DUMP\"\nexec \"$ECHO_AGENT\"\n"), 0o755))
+	const realKey = "band_a_REALKEYthatmustneverreachtheagent"
+	p := start(t, []string{
+		"ENV_DUMP=" + dump, "ECHO_AGENT=" + echo,
+		"THENVOI_API_KEY=" + realKey, "THENVOI_REST_URL=https://app.band.ai", "BAND_LOG_LEVEL=debug",
+		"MODEL_BASE_URL=https://api.model.example/v1", "LOCAL_CACHE_URL=http://127.0.0.1:9/cache",
+	}, bin, "verify", "-json", "-schedules", "1", "-check", "kill-before-post", "--", agent)
+	code := p.wait(t, 2*time.Minute)
+	out := p.stdout.String()
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+
+	data, err := os.ReadFile(dump)
+	require.NoError(t, err)
+	env := string(data)
+	assert.NotContains(t, env, realKey)
+	assert.NotContains(t, env, "app.band.ai")
+	assert.NotContains(t, env, "api.model.example")
+	assert.NotContains(t, env, "BAND_LOG_LEVEL")
+	assert.Contains(t, env, "LOCAL_CACHE_URL=http://127.0.0.1:9/cache", "a loopback URL is passed on")
+	assert.Regexp(t, `(?m)^THENVOI_REST_URL=http://127\.0\.0\.1:\d+$`, env, "the legacy names point at the fake too")
+
+	var rep procverify.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	withheld := map[string]string{}
+	for _, w := range rep.Withheld {
+		withheld[w.Name] = w.Reason
+	}
+	assert.Equal(t, procverify.WithheldSDK, withheld["THENVOI_API_KEY"])
+	assert.Equal(t, procverify.WithheldSDK, withheld["THENVOI_REST_URL"])
+	assert.Equal(t, procverify.WithheldSDK, withheld["BAND_LOG_LEVEL"])
+	assert.Equal(t, procverify.WithheldURL, withheld["MODEL_BASE_URL"])
+	assert.NotContains(t, withheld, "LOCAL_CACHE_URL")
+	assert.NotContains(t, out, realKey, "the receipt names variables, never their values")
 }

@@ -185,6 +185,7 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 		defer drop()
 	}
 	cfg.Engine.Agent = proof.ShellAgent(shell)
+	cfg.Engine.DeadLettersTold = true // the Shell tells the room of every dead letter
 	switch {
 	case isTerminal(stderr):
 		cfg.Progress = progressLine(stderr, "\r", 200*time.Millisecond)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -105,6 +106,9 @@ func whoAmI(ctx context.Context, cfg bandonce.Config, logger *slog.Logger) (stri
 	}
 }
 
+// maxMeBody bounds the answer to GET /agent/me.
+const maxMeBody = 1 << 20
+
 func askMe(ctx context.Context, client *http.Client, url, key string) (id string, retry bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -124,12 +128,21 @@ func askMe(ctx context.Context, client *http.Client, url, key string) (id string
 	case res.StatusCode != http.StatusOK:
 		return "", false, fmt.Errorf("GET /agent/me: %s", res.Status)
 	}
+	// An agent's profile is a few hundred bytes: read no more than
+	// maxMeBody of whatever answers.
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxMeBody+1))
+	if err != nil {
+		return "", true, fmt.Errorf("GET /agent/me: reading the answer: %w", err)
+	}
+	if len(data) > maxMeBody {
+		return "", false, fmt.Errorf("GET /agent/me: the answer is over %d bytes; is BAND_BASE_URL Band?", maxMeBody)
+	}
 	var me struct {
 		Data struct {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(res.Body).Decode(&me); err != nil || me.Data.ID == "" {
+	if err := json.Unmarshal(data, &me); err != nil || me.Data.ID == "" {
 		return "", false, errors.Join(errors.New("GET /agent/me: no agent id in the answer"), err)
 	}
 	return me.Data.ID, false, nil

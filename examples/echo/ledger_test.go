@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -125,4 +126,39 @@ func TestWhoAmIUsesTheGivenIDAndTheStartBudget(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "gave up when the start-up budget ran out")
 	assert.Contains(t, err.Error(), "connection refused")
 	t.Logf("gave up after %s", time.Since(began).Round(time.Millisecond))
+}
+
+// A server answering GET /agent/me without end (64 MiB, then nothing) does
+// not make echo read it whole: it reads 1 MiB, says so, and exits.
+func TestEchoProcessBoundsTheAnswerThatNamesItsLedger(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the agent as a process")
+	}
+	bin := buildEcho(t)
+	var written atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"data":{"id":"`)
+		chunk := bytes.Repeat([]byte("a"), 64<<10)
+		for range 1024 { // 64 MiB
+			n, err := w.Write(chunk)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	p := runExactly(t, bin, []string{"BAND_API_KEY=" + canaryKey, "BAND_BASE_URL=" + srv.URL + "/api/v1",
+		"BANDONCE_LEDGER=bolt:" + filepath.Join(t.TempDir(), "l.db"), "BANDONCE_START_TIMEOUT=30s"})
+	var err error
+	select {
+	case err = <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("still running; stderr:\n%.2000s", p.stderr.String())
+	}
+	require.Error(t, err)
+	assert.Contains(t, p.stderr.String(), "GET /agent/me: the answer is over 1048576 bytes")
+	assert.Less(t, written.Load(), int64(32<<20), "echo stopped reading long before the end")
 }

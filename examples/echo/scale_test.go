@@ -27,13 +27,17 @@ import (
 // default, so CI stays quick; the figures in docs/performance.md are for
 // 10,000 and 100,000), BANDONCE_SCALE_IDLE the idle window (15 s by
 // default; a minute for the figures) and BANDONCE_SCALE_THROTTLED_ROOMS
-// the rooms of the rate-limited run (300 by default).
+// the rooms of the rate-limited run (300 by default) and
+// BANDONCE_SCALE_DELAY how long each reply of the slow-handler run waits
+// (ECHO_DELAY, honouring ctx; 2 s by default). Issue 29 adds that run and
+// the daemon's drain of the same backlog, with the socket up.
 func TestScaleManyRoomsAsProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs cmd/fakeband and the agent as processes over many rooms")
 	}
 	rooms := envInt(t, "BANDONCE_SCALE_ROOMS", 1000)
 	idle := envDuration(t, "BANDONCE_SCALE_IDLE", 15*time.Second)
+	delay := envDuration(t, "BANDONCE_SCALE_DELAY", 2*time.Second)
 	echoBin := buildEcho(t)
 	fakeBin := buildFakeband(t)
 
@@ -50,8 +54,8 @@ func TestScaleManyRoomsAsProcesses(t *testing.T) {
 		assert.Equal(t, rooms, truth.processed, "every message processed")
 		assert.Equal(t, rooms, truth.replies, "every message answered")
 		assert.Zero(t, truth.twice, "no room answered twice")
-		t.Logf("%d rooms, one message each: drained in %s (%.0f messages/s), echo peak RSS %.1f MB, %d requests",
-			rooms, drained.Round(time.Millisecond), float64(rooms)/drained.Seconds(), float64(peak)/(1<<20), truth.requests)
+		t.Logf("%d rooms, one message each: drained in %s (%.0f messages/s), echo peak RSS %.1f MB, CPU %s, %d requests",
+			rooms, drained.Round(time.Millisecond), float64(rooms)/drained.Seconds(), float64(peak)/(1<<20), cpu(p.cmd.ProcessState), truth.requests)
 
 		// Idle: the same agent as a daemon, with nothing to do, once its
 		// start-up (the listing, the joins, each room's first look) is over.
@@ -74,6 +78,49 @@ func TestScaleManyRoomsAsProcesses(t *testing.T) {
 		assert.LessOrEqual(t, after-before, int(idle/(500*time.Millisecond))+2, "at most two idle requests a second")
 	})
 
+	t.Run("a slow handler in every room", func(t *testing.T) {
+		// Every room's turn waits on its handler at once: the drain takes
+		// the handler's time plus the requests', not rooms/16 handler times.
+		fake := startFakeband(t, fakeBin, scaleScenario(t, rooms, nil))
+		began := time.Now()
+		p := startAgentWith(t, echoBin, []string{"-once"}, append(fake.env, "ECHO_DELAY="+delay.String())...)
+		require.NoError(t, <-p.done, "echo -once exits 0; stderr: %s", p.stderr.String())
+		drained := time.Since(began)
+		truth := fake.truth(t)
+		assert.Equal(t, rooms, truth.processed, "every message processed")
+		assert.Equal(t, rooms, truth.replies, "every message answered")
+		assert.Zero(t, truth.twice, "no room answered twice")
+		t.Logf("%d rooms, one message each, a %s handler: drained in %s, echo peak RSS %.1f MB, CPU %s, %d requests",
+			rooms, delay, drained.Round(time.Millisecond), float64(peakRSS(p.cmd.ProcessState))/(1<<20), cpu(p.cmd.ProcessState), truth.requests)
+	})
+
+	t.Run("the daemon drains a backlog with the socket up", func(t *testing.T) {
+		// An agent restarted after a deploy: echo as a daemon, a message
+		// waiting in every room, served while the topics are still being
+		// joined.
+		fake := startFakeband(t, fakeBin, scaleScenario(t, rooms, nil))
+		began := time.Now()
+		p := startAgent(t, echoBin, fake.env...)
+		var reqs map[string]int
+		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			require.True(t, time.Now().Before(deadline), "every room processed within 5 minutes")
+			fake.get(t, "/_admin/requests", &struct{ Data *map[string]int }{&reqs})
+			if reqs["processed"] >= rooms {
+				break
+			}
+		}
+		drained := time.Since(began)
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+		require.NoError(t, <-p.done, "stderr: %s", p.stderr.String())
+		truth := fake.truth(t)
+		assert.Equal(t, rooms, truth.processed, "every message processed")
+		assert.Equal(t, rooms, truth.replies, "every message answered")
+		assert.Zero(t, truth.twice, "no room answered twice")
+		assert.Equal(t, 1, reqs["socket"], "one socket, up from the start and never dropped")
+		t.Logf("the daemon, %d rooms with a message each: drained in %s (%.0f messages/s), %d requests by then; CPU %s in all",
+			rooms, drained.Round(time.Millisecond), float64(rooms)/drained.Seconds(), sum(reqs), cpu(p.cmd.ProcessState))
+	})
+
 	t.Run("a fake limited to 200 requests a second", func(t *testing.T) {
 		// About six requests a room at 200 a second: 300 rooms take ten
 		// seconds, 1,000 rooms thirty.
@@ -93,6 +140,14 @@ func TestScaleManyRoomsAsProcesses(t *testing.T) {
 			n, took.Round(time.Millisecond), truth.requests, truth.throttled, 100*share)
 		assert.Less(t, share, 0.02, "under 2%% of requests answered 429")
 	})
+}
+
+func sum(counts map[string]int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -267,6 +322,11 @@ func peakRSS(ps *os.ProcessState) int64 {
 		return ru.Maxrss * 1024 // kilobytes on Linux
 	}
 	return 0
+}
+
+// cpu is the CPU time the finished process used, user and system.
+func cpu(ps *os.ProcessState) time.Duration {
+	return (ps.UserTime() + ps.SystemTime()).Round(time.Millisecond)
 }
 
 // currentRSS reads a running process's resident set from /proc, in bytes.

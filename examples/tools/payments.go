@@ -87,7 +87,7 @@ func (s *PaymentsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Order string `json:"order"`
 	}
-	if key == "" || json.NewDecoder(r.Body).Decode(&in) != nil || in.Order == "" {
+	if key == "" || json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&in) != nil || in.Order == "" {
 		http.Error(w, `{"error":"an Idempotency-Key header and an order are required"}`, http.StatusBadRequest)
 		return
 	}

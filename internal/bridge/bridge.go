@@ -6,7 +6,8 @@
 //
 // In command mode every message runs the command once, in a process group
 // of its own: the body on stdin, the message in BAND_* variables, the reply
-// on stdout. When the Shell cancels the handler (an interrupt, a stop, a
+// on stdout. It gets a minimal environment (DefaultEnv, and what
+// Options.Env adds), and the agent's key only with Options.PassKey. When the Shell cancels the handler (an interrupt, a stop, a
 // handler timeout, shutdown) the whole group gets SIGTERM, then SIGKILL
 // after the grace; what it printed is never posted.
 //
@@ -34,6 +35,7 @@ import (
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/keyguard"
 )
 
 // Options are what both modes share.
@@ -47,6 +49,23 @@ type Options struct {
 	// Logger receives the bridge's logs and, in command mode, the
 	// command's stderr. Nil means slog.Default().
 	Logger *slog.Logger
+	// Key is the agent's API key. In command mode the command never gets
+	// it, nor a variable whose value holds it, unless PassKey; and a line
+	// of its stderr cut short never ends in a piece of it.
+	Key *keyguard.Secret
+	// PassKey gives a command the agent's key as BAND_API_KEY, and
+	// PassedWithKey from Environ: for a command that calls Band itself.
+	// Everything it can read it can print, and a model can be talked into
+	// printing it; what the Shell posts is still refused if it holds the
+	// key, but a command's own calls are not watched.
+	PassKey bool
+	// Env names more variables of Environ a command gets besides
+	// DefaultEnv; a name ending in "*" is a prefix. A Band SDK's
+	// variable (BAND_*, THENVOI_*) is refused: see PassKey.
+	Env []string
+	// Environ is the environment commands inherit from. Nil means
+	// os.Environ().
+	Environ []string
 }
 
 // DefaultGrace is Options.Grace's default.

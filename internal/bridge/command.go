@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +36,7 @@ type Command struct {
 	registry
 	argv     []string
 	opts     Options
+	env      envFilter
 	template keyTemplate
 }
 
@@ -53,7 +53,11 @@ func NewCommand(argv []string, opts Options) (*Command, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	return &Command{argv: argv, opts: opts.withDefaults(), template: t}, nil
+	env, err := parseEnv(opts.Env)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	return &Command{argv: argv, opts: opts.withDefaults(), env: env, template: t}, nil
 }
 
 // Handle is the Shell's Handler: it runs the command for m.
@@ -69,10 +73,10 @@ func (c *Command) Handle(ctx context.Context, m *bandonce.Message) (*bandonce.Re
 	return reply(m, out, key, c.template), nil
 }
 
-// env is the command's environment: bandonce run's own (the agent's
-// BAND_* variables among it) and the message's.
-func (c *Command) env(m *bandonce.Message, key string) []string {
-	return append(os.Environ(),
+// environ is the command's environment: what baseEnv lets through, and
+// the message's.
+func (c *Command) environ(m *bandonce.Message, key string) []string {
+	return append(c.baseEnv(),
 		"BAND_MESSAGE_ID="+m.ID,
 		"BAND_ROOM_ID="+m.RoomID,
 		"BAND_SENDER_ID="+m.SenderID,
@@ -132,7 +136,7 @@ func (c *Command) run(ctx context.Context, m *bandonce.Message, key string, exe 
 	}
 	defer p.close()
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
-	cmd.Env = c.env(m, key)
+	cmd.Env = c.environ(m, key)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.stdinR, p.outW, p.errW
 	proc, err := procgroup.Start(cmd, procgroup.Options{DieWithParent: true})
 	p.closeChildEnds()
@@ -146,23 +150,29 @@ func (c *Command) run(ctx context.Context, m *bandonce.Message, key string, exe 
 		_, _ = io.WriteString(p.stdinW, m.Body())
 		_ = p.stdinW.Close()
 	}()
+	// Both streams are read to their end, whatever they hold: a command
+	// blocked on a full pipe would hold its message for ever.
 	var stdout []byte
+	var tooLong bool
 	outDone := make(chan struct{})
 	go func() {
 		defer close(outDone)
-		stdout, _ = io.ReadAll(io.LimitReader(p.outR, MaxReply+1))
-		_, _ = io.Copy(io.Discard, p.outR) // keep draining: a full pipe would block the command
+		stdout, tooLong, _ = readReply(p.outR, MaxReply)
 	}()
 	errDone := make(chan struct{})
 	go func() {
 		defer close(errDone)
-		sc := bufio.NewScanner(p.errR)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
+		_ = readLines(p.errR, MaxLogLine, func(line []byte, cut int) {
 			// The command's stderr goes to the log, line by line,
 			// prefixed with the message it was working on.
-			log.Info(m.ID + ": " + sc.Text())
-		}
+			if cut == 0 {
+				log.Info(m.ID + ": " + string(line))
+				return
+			}
+			// A cut may fall inside the key: the logger's scrub would
+			// not know the piece left at the end.
+			log.Warn(m.ID+": "+c.opts.Key.ScrubCut(string(line))+" [cut]", "cut_bytes", cut)
+		})
 	}()
 
 	// Whatever the command leaves running goes with it: its group, its
@@ -201,7 +211,7 @@ func (c *Command) run(ctx context.Context, m *bandonce.Message, key string, exe 
 	default:
 		return "", fmt.Errorf("the command failed (%s)", proc.ExitString())
 	}
-	if len(data) > MaxReply {
+	if tooLong {
 		return "", bandonce.Permanent(fmt.Errorf("the command printed more than %d bytes", MaxReply))
 	}
 	return string(data), nil

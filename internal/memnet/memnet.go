@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -105,6 +106,25 @@ func (r *recorder) response(req *http.Request) *http.Response {
 	return resp
 }
 
+// statusLines are the status lines of the common answers, made once.
+var statusLines = func() map[int]string {
+	m := make(map[int]string)
+	for code := 100; code < 600; code++ {
+		if text := http.StatusText(code); text != "" {
+			m[code] = strconv.Itoa(code) + " " + text
+		}
+	}
+	return m
+}()
+
+// statusLine is a response's Status, as net/http's client parses it.
+func statusLine(code int) string {
+	if line, ok := statusLines[code]; ok {
+		return line
+	}
+	return fmt.Sprintf("%d %s", code, http.StatusText(code))
+}
+
 // newResponse is the answer net/http's client would have parsed off the
 // wire; status 0 means the handler never set one, so fallback applies.
 func newResponse(req *http.Request, status, fallback int, header http.Header, body io.ReadCloser) *http.Response {
@@ -112,7 +132,7 @@ func newResponse(req *http.Request, status, fallback int, header http.Header, bo
 		status = fallback
 	}
 	return &http.Response{
-		Status:     fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Status:     statusLine(status),
 		StatusCode: status,
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,

@@ -162,8 +162,8 @@ func runUntilLogged(t *testing.T, c *phoenix.Client, rec *recorder, want string,
 }
 
 // Dial failures over a real network: nothing listening, a certificate
-// not trusted, a redirect to another origin. None shows the key, and the
-// redirect's target never receives it.
+// not trusted (both retried), a redirect to another origin (which ends
+// Run). None shows the key, and the redirect's target never receives it.
 func TestRealDialFailuresDoNotShowTheKey(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -191,7 +191,6 @@ func TestRealDialFailuresDoNotShowTheKey(t *testing.T) {
 	for name, tc := range map[string]struct{ url, want string }{
 		"connection refused": {closed, "connection refused"},
 		"untrusted TLS":      {untrusted, "certificate"},
-		"redirect elsewhere": {redirecting, keyguard.ErrCrossOriginRedirect.Error()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec := newRecorder()
@@ -200,6 +199,14 @@ func TestRealDialFailuresDoNotShowTheKey(t *testing.T) {
 			assertNoKey(t, "logs", rec.logs.String())
 		})
 	}
+	t.Run("redirect elsewhere", func(t *testing.T) {
+		// No retry can change it: Run ends at once with the refusal.
+		rec := newRecorder()
+		err := phoenix.New(realConfig(rec, redirecting, &http.Client{})).Run(t.Context())
+		require.ErrorIs(t, err, keyguard.ErrCrossOriginRedirect)
+		assertNoKey(t, "error", err.Error())
+		assertNoKey(t, "logs", rec.logs.String())
+	})
 	assert.Zero(t, keysElsewhere.Load(), "the redirect's target never got the key")
 }
 

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/band-once/bandonce/internal/keyguard"
 )
 
 // UpgradeError is a WebSocket upgrade the server answered with an HTTP
@@ -121,8 +123,9 @@ func (c *Client) dial(ctx context.Context, target string) (*websocket.Conn, erro
 	if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 		var body []byte
 		if resp.Body != nil {
-			// Dial has already cut the body down to its first KiB.
-			body, _ = io.ReadAll(resp.Body)
+			// Dial has already cut the body down to its first KiB; the
+			// limit here keeps it so whatever the dialer does.
+			body, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 		}
 		ue := parseUpgradeError(resp.StatusCode, resp.Header, body)
 		ue.Code = c.key.Scrub(ue.Code)
@@ -196,8 +199,10 @@ func secondsToDuration(secs float64) time.Duration {
 	return time.Duration(secs * float64(time.Second))
 }
 
-// isFatal reports whether err ends Run instead of being retried.
+// isFatal reports whether err ends Run instead of being retried: an
+// upgrade refused for good, or a redirect to another origin, which no
+// retry can change and which would carry the key.
 func isFatal(err error) bool {
 	var ue *UpgradeError
-	return errors.As(err, &ue) && ue.Fatal()
+	return errors.As(err, &ue) && ue.Fatal() || errors.Is(err, keyguard.ErrCrossOriginRedirect)
 }

@@ -156,23 +156,23 @@ func (l *life) judgeSupersede(s *sim) {
 	}
 }
 
-// agentEnv is the environment every life gets: the user's, without any
-// BAND_ variable (a real key must not leak into the test), and the
-// agent's own, pointing at this life's proxy.
+// agentEnv is the environment every life gets: the user's, without what
+// agentBase withholds, and the agent's own, under both prefixes Band's
+// SDKs read, pointing at this life's proxy.
 func (s *sim) agentEnv(p *proxy) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BAND_") {
-			env = append(env, kv)
-		}
-	}
+	env, _ := agentBase(os.Environ())
 	root := "http://" + p.addr
+	ws := "ws://" + p.addr + "/api/v1/socket/websocket"
 	return append(env,
 		"BAND_API_KEY="+s.agent.Key,
 		"BAND_AGENT_ID="+s.agent.ID,
 		"BAND_BASE_URL="+root+"/api/v1",
 		"BAND_REST_URL="+root,
-		"BAND_WS_URL=ws://"+p.addr+"/api/v1/socket/websocket",
+		"BAND_WS_URL="+ws,
+		"THENVOI_API_KEY="+s.agent.Key,
+		"THENVOI_AGENT_ID="+s.agent.ID,
+		"THENVOI_REST_URL="+root,
+		"THENVOI_WS_URL="+ws,
 	)
 }
 

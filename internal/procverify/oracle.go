@@ -113,6 +113,7 @@ func (s *sim) judge() Result {
 	t.doublePosts(v)
 	t.pending(v)
 	t.outcomes(v)
+	t.notices(v)
 	t.interrupts(v)
 	t.stops(v)
 	t.superseded(v)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,9 @@ type Report struct {
 	Faults map[string]int `json:"faults_triggered"`
 	// Invariants says how often each rule was judged and failed.
 	Invariants []InvariantCount `json:"invariants"`
+	// Withheld lists the variables of the verifier's environment the
+	// agent did not get (a Band SDK's, a URL off loopback), by name.
+	Withheld []Withheld `json:"withheld_env"`
 	// NotExercised lists what could not be exercised, and why.
 	NotExercised []string `json:"not_exercised"`
 	// Totals from the fake's ground truth and the engine.
@@ -88,6 +92,10 @@ func newReport(s *settings) *Report {
 		Command: ShellQuote(s.Command), MasterSeed: s.Seed, SchedulesPerCheck: s.Schedules,
 		GoVersion: build.GoVersion, Module: build.Module, Revision: build.Revision,
 		Faults: map[string]int{}, Replay: s.replay("", s.Seed, s.Schedules),
+	}
+	_, r.Withheld = agentBase(os.Environ())
+	if r.Withheld == nil {
+		r.Withheld = []Withheld{}
 	}
 	for _, c := range Checks {
 		if (len(s.Checks) == 0 || slices.Contains(s.Checks, c.Name)) && !(c.Socket && s.NoSocket) {
@@ -169,6 +177,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	row("schedules", "%d (%d per check)", r.Schedules, r.SchedulesPerCheck)
 	row("go", "%s", r.GoVersion)
 	row("module", "%s, revision %s", r.Module, r.Revision)
+	if len(r.Withheld) == 0 {
+		row("withheld env", "nothing")
+	}
+	for i, w := range r.Withheld {
+		k := ""
+		if i == 0 {
+			k = "withheld env"
+		}
+		row(k, "%s: %s", w.Name, w.Reason)
+	}
 	t.Faults(r.Faults)
 	t.RulesHeader("rules")
 	for _, c := range r.Invariants {

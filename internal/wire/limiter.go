@@ -1,10 +1,10 @@
 package wire
 
 import (
+	"container/heap"
 	"context"
 	"math"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 )
@@ -13,7 +13,8 @@ import (
 // from every room, retries included, passes it. It caps the requests in
 // flight, and once Band has throttled the agent (a 429) it paces request
 // starts at a rate it adapts: halved on every 429 (and paused for a
-// Retry-After), raised a little with every request that is not throttled.
+// Retry-After), raised a little with every request that is not throttled,
+// and lifted once Band has answered liftAfter without a 429.
 // So a throttled agent slows down as one client, not as many rooms each
 // backing off alone.
 //
@@ -30,15 +31,17 @@ type Limiter struct {
 
 	mu        sync.Mutex
 	inFlight  int
-	rate      float64   // starts per second; +Inf until the first 429
-	nextStart time.Time // the earliest start the pacing allows
-	pauseTill time.Time // a Retry-After holds every start until then
-	cutAt     time.Time // the last decrease: 429s of requests started before it are the same congestion
-	waiters   []*waiter
+	rate      float64     // starts per second; +Inf until the first 429
+	nextStart time.Time   // the earliest start the pacing allows
+	pauseTill time.Time   // a Retry-After holds every start until then
+	cutAt     time.Time   // the last decrease: 429s of requests started before it are the same congestion
+	refusedAt time.Time   // the last 429
+	waiters   waitQueue   // by key, then arrival
 	seq       uint64      // orders waiters with the same key
 	grantAt   *time.Timer // a pending grant, if any
 	window    [2]startCount
 	throttled int
+	onPace    func(paced bool, rate float64)
 }
 
 // waiter is a request waiting for its start.
@@ -47,6 +50,36 @@ type waiter struct {
 	seq   uint64
 	ready chan struct{} // closed when granted
 	start time.Time
+	index int // in waiters; -1 once granted
+}
+
+// waitQueue is a heap of waiters, the smallest key first, then the
+// earliest: a grant is O(log n) however many rooms wait.
+type waitQueue []*waiter
+
+func (q waitQueue) Len() int { return len(q) }
+func (q waitQueue) Less(i, j int) bool {
+	if q[i].key != q[j].key {
+		return q[i].key < q[j].key
+	}
+	return q[i].seq < q[j].seq
+}
+func (q waitQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *waitQueue) Push(x any) {
+	w := x.(*waiter)
+	w.index = len(*q)
+	*q = append(*q, w)
+}
+func (q *waitQueue) Pop() any {
+	old := *q
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	w.index = -1
+	return w
 }
 
 type startCount struct {
@@ -63,6 +96,11 @@ const (
 	// at that pace: additive, so it takes the rate tens of seconds to
 	// double again after a halving.
 	increase = 5.0
+	// liftAfter is how long Band must go without a 429 before the pace
+	// is lifted altogether: the additive increase alone would take the
+	// better part of an hour to climb back to maxRate, and an agent with
+	// little to send would stay paced for good.
+	liftAfter = 30 * time.Second
 )
 
 // NewLimiter returns a Limiter with at most maxInFlight requests in flight
@@ -70,6 +108,13 @@ const (
 func NewLimiter(maxInFlight int, maxPause time.Duration) *Limiter {
 	return &Limiter{maxInFlight: max(maxInFlight, 1), maxPause: maxPause, rate: math.Inf(1)}
 }
+
+// OnPace has f called when the limiter starts pacing requests after a
+// 429 (paced, with the rate in starts per second), each time it cuts that
+// rate again, and when the rate has grown back to no limit (paced false).
+// It is called outside the limiter's lock, on the goroutine whose answer
+// moved the pace, and must not block. Call it before the first request.
+func (l *Limiter) OnPace(f func(paced bool, rate float64)) { l.onPace = f }
 
 // Rate is the pace in starts per second; +Inf while unthrottled.
 func (l *Limiter) Rate() float64 {
@@ -88,6 +133,12 @@ func (l *Limiter) Throttled() int {
 // acquire waits until the request named key may start, or ctx ends. It
 // returns when the request started.
 func (l *Limiter) acquire(ctx context.Context, key string) (time.Time, error) {
+	return l.acquireKeyed(ctx, func() string { return key })
+}
+
+// acquireKeyed is acquire with the key made only if the request must
+// wait: most start at once, and the key costs an allocation.
+func (l *Limiter) acquireKeyed(ctx context.Context, keyOf func() string) (time.Time, error) {
 	l.mu.Lock()
 	now := time.Now()
 	if len(l.waiters) == 0 && math.IsInf(l.rate, 1) && l.mayStartLocked(now) {
@@ -95,9 +146,10 @@ func (l *Limiter) acquire(ctx context.Context, key string) (time.Time, error) {
 		l.mu.Unlock()
 		return now, nil
 	}
+	key := keyOf()
 	l.seq++
 	w := &waiter{key: key, seq: l.seq, ready: make(chan struct{})}
-	l.waiters = append(l.waiters, w)
+	heap.Push(&l.waiters, w)
 	l.armLocked(now)
 	l.mu.Unlock()
 
@@ -108,8 +160,8 @@ func (l *Limiter) acquire(ctx context.Context, key string) (time.Time, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if i := slices.Index(l.waiters, w); i >= 0 {
-		l.waiters = slices.Delete(l.waiters, i, i+1)
+	if w.index >= 0 {
+		heap.Remove(&l.waiters, w.index)
 		return time.Time{}, context.Cause(ctx)
 	}
 	// Granted as ctx ended: give the start back.
@@ -150,14 +202,7 @@ func (l *Limiter) grant() {
 	l.grantAt = nil
 	now := time.Now()
 	for len(l.waiters) > 0 && l.mayStartLocked(now) {
-		i := 0
-		for j, w := range l.waiters {
-			if w.key < l.waiters[i].key || (w.key == l.waiters[i].key && w.seq < l.waiters[i].seq) {
-				i = j
-			}
-		}
-		w := l.waiters[i]
-		l.waiters = slices.Delete(l.waiters, i, i+1)
+		w := heap.Pop(&l.waiters).(*waiter)
 		l.startLocked(now)
 		w.start = now
 		close(w.ready)
@@ -169,12 +214,22 @@ func (l *Limiter) grant() {
 // (0 for a transport error) and Retry-After.
 func (l *Limiter) release(start time.Time, status int, retryAfter time.Duration, hasRetryAfter bool) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	paced, rate := l.releaseLocked(start, status, retryAfter, hasRetryAfter)
+	l.mu.Unlock()
+	if paced != nil && l.onPace != nil {
+		l.onPace(*paced, rate)
+	}
+}
+
+// releaseLocked is release under the lock; it returns whether the pace
+// changed as OnPace reports it (nil when it did not), and the rate.
+func (l *Limiter) releaseLocked(start time.Time, status int, retryAfter time.Duration, hasRetryAfter bool) (paced *bool, rate float64) {
 	l.inFlight--
 	now := time.Now()
 	switch {
 	case status == http.StatusTooManyRequests:
 		l.throttled++
+		l.refusedAt = now
 		if hasRetryAfter {
 			l.pauseTill = maxTime(l.pauseTill, now.Add(min(retryAfter, l.maxPause)))
 		}
@@ -184,10 +239,12 @@ func (l *Limiter) release(start time.Time, status int, retryAfter time.Duration,
 		l.rate = max(minRate, min(l.rate, l.startRate(now))/2)
 		l.cutAt = now
 		l.nextStart = maxTime(l.nextStart, now.Add(time.Duration(float64(time.Second)/l.rate)))
+		paced, rate = new(true), l.rate
 	case status != 0 && !math.IsInf(l.rate, 1):
 		l.rate += increase / l.rate
-		if l.rate > maxRate {
+		if l.rate > maxRate || now.Sub(l.refusedAt) >= liftAfter {
 			l.rate = math.Inf(1)
+			paced = new(false)
 		}
 	}
 	if l.grantAt != nil {
@@ -196,6 +253,7 @@ func (l *Limiter) release(start time.Time, status int, retryAfter time.Duration,
 		l.grantAt = nil
 	}
 	l.armLocked(now)
+	return paced, rate
 }
 
 // countStart counts a start in the half-second window.
@@ -240,7 +298,7 @@ type LimitedTransport struct {
 // WithStartCheck), sends the request and tells the limiter how it was
 // answered.
 func (t *LimitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	start, err := t.Limiter.acquire(req.Context(), req.Method+" "+req.URL.Path)
+	start, err := t.Limiter.acquireKeyed(req.Context(), func() string { return req.Method + " " + req.URL.Path })
 	if err == nil {
 		if check, ok := req.Context().Value(startCheckKey{}).(func() error); ok {
 			if cause := check(); cause != nil {

@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -159,6 +160,33 @@ func TestLimiterHalvesOncePerCongestion(t *testing.T) {
 			lim.release(s, http.StatusOK, 0, false)
 		}
 		assert.InDelta(t, before+100*increase/before, lim.Rate(), 1)
+	})
+}
+
+// The pace is lifted once Band has gone liftAfter without a 429, and
+// OnPace hears the drop, every further cut and the lift, in that order.
+func TestLimiterLiftsThePaceAfterAQuietSpellAndSaysSo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := NewLimiter(4, time.Second)
+		var heard []string
+		lim.OnPace(func(paced bool, rate float64) { heard = append(heard, fmt.Sprint(paced, " ", rate > 0)) })
+		send := func(status int) {
+			s, err := lim.acquire(context.Background(), "k")
+			require.NoError(t, err)
+			lim.release(s, status, 0, false)
+		}
+		send(http.StatusTooManyRequests)
+		time.Sleep(time.Second) // a new congestion: cut again
+		send(http.StatusTooManyRequests)
+		assert.False(t, math.IsInf(lim.Rate(), 1), "paced")
+		for end := time.Now().Add(liftAfter - time.Second); time.Now().Before(end); {
+			send(http.StatusOK) // accepted, but not yet for long enough
+		}
+		assert.False(t, math.IsInf(lim.Rate(), 1), "still paced a second short of liftAfter")
+		time.Sleep(time.Second)
+		send(http.StatusOK)
+		assert.True(t, math.IsInf(lim.Rate(), 1), "lifted")
+		assert.Equal(t, []string{"true true", "true true", "false false"}, heard)
 	})
 }
 

@@ -36,10 +36,11 @@ func (d *retryDoer) observe(ctx context.Context, endpoint string, attempt int, b
 
 // tryClock times the try in flight of one retried call.
 type tryClock struct {
-	began time.Time
-	try   int // from 1
+	began  time.Time
+	try    int // from 1
+	offset int // tries sent before the retrying client's first
 }
 
 func (c *tryClock) start(_ retryablehttp.Logger, _ *http.Request, n int) {
-	c.began, c.try = time.Now(), n+1
+	c.began, c.try = time.Now(), n+1+c.offset
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -90,52 +91,119 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 		return resp, nil
 	}
 
+	// The first try goes out as it is: most calls need no other, and
+	// the retrying client costs a dozen allocations before it sends. It
+	// is judged and waited after exactly as retryablehttp does it below.
+	endpoint := endpointOf(req)
+	if req.Body != nil && req.GetBody == nil {
+		return d.retry(ctx, req, endpoint, 0, nil) // a body that cannot be sent twice but by the retrying client
+	}
+	began := time.Now()
+	resp, err := d.hc.Do(req)
+	d.observe(ctx, endpoint, 1, began, resp, err)
+	again, cause := d.retryable(ctx, resp, err)
+	if !again {
+		if err != nil {
+			d.hc.CloseIdleConnections() // as retryablehttp does after a failure
+			return nil, withCause(ctx, err)
+		}
+		return resp, nil
+	}
+	if err == nil {
+		drainBody(resp.Body)
+	}
+	if err := d.pause(ctx, endpoint, 0, resp, cause); err != nil {
+		return nil, err
+	}
+	next := *req // each try its own request, as retryablehttp copies them
+	if req.GetBody != nil {
+		if next.Body, err = req.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+	return d.retry(ctx, &next, endpoint, 1, cause)
+}
+
+// retryable judges a try as the retrying client's CheckRetry: whether to
+// try again, and the cause the next retry's log line names.
+func (d *retryDoer) retryable(ctx context.Context, resp *http.Response, err error) (bool, any) {
+	if ctx.Err() != nil {
+		return false, nil
+	}
+	if err != nil {
+		// A refused redirect is refused again on every try.
+		return !errors.Is(err, keyguard.ErrCrossOriginRedirect), err
+	}
+	if retryableStatus(resp.StatusCode) {
+		// Built here, not taken from resp.Status, whose form depends on
+		// the RoundTripper.
+		return true, strings.TrimSpace(strconv.Itoa(resp.StatusCode) + " " + http.StatusText(resp.StatusCode))
+	}
+	return false, nil
+}
+
+// backoff is the wait before retry n (from 0), logged.
+func (d *retryDoer) backoff(ctx context.Context, endpoint string, n int, resp *http.Response, cause any) time.Duration {
+	wait := d.wait(n, resp)
+	d.log.LogAttrs(ctx, slog.LevelDebug, "band: retrying request",
+		slog.String("endpoint", endpoint),
+		slog.Int("attempt", n+1),
+		slog.Duration("wait", wait),
+		slog.Any("cause", cause))
+	return wait
+}
+
+// pause waits before retry n as retryablehttp does between its tries.
+func (d *retryDoer) pause(ctx context.Context, endpoint string, n int, resp *http.Response, cause any) error {
+	timer := time.NewTimer(d.backoff(ctx, endpoint, n, resp, cause))
+	select {
+	case <-ctx.Done():
+		timer.Stop()
+		d.hc.CloseIdleConnections()
+		return withCause(ctx, ctx.Err())
+	case <-timer.C:
+		return nil
+	}
+}
+
+// drainBody reads a little of a body it discards, so its connection can
+// be used again, as retryablehttp does.
+func drainBody(body io.ReadCloser) {
+	defer body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 4096))
+}
+
+// retry sends the tries after the first sent (0 or 1) through
+// retryablehttp, numbered and waited as if it had sent those itself.
+func (d *retryDoer) retry(ctx context.Context, req *http.Request, endpoint string, sent int, lastCause any) (*http.Response, error) {
 	rreq, err := retryablehttp.FromRequest(req)
 	if err != nil {
 		return nil, err
 	}
-	endpoint := endpointOf(req)
 	// One retryablehttp.Client per call: its hooks then close over this
 	// request's last failure, which the retry log line reports.
-	var lastCause any
 	var clock *tryClock // set when tries are observed
 	rc := &retryablehttp.Client{
 		HTTPClient: d.hc,
 		Logger:     nil, // its own logger would write to stderr
-		RetryMax:   d.opts.MaxAttempts - 1,
+		RetryMax:   d.opts.MaxAttempts - 1 - sent,
 		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
 			if clock != nil {
 				d.observe(ctx, endpoint, clock.try, clock.began, resp, err)
 			}
-			if ctx.Err() != nil {
-				return false, nil
+			again, cause := d.retryable(ctx, resp, err)
+			if cause != nil {
+				lastCause = cause
 			}
-			if err != nil {
-				lastCause = err
-				// A refused redirect is refused again on every try.
-				return !errors.Is(err, keyguard.ErrCrossOriginRedirect), nil
-			}
-			if retryableStatus(resp.StatusCode) {
-				// Built here, not taken from resp.Status, whose form
-				// depends on the RoundTripper.
-				lastCause = strings.TrimSpace(strconv.Itoa(resp.StatusCode) + " " + http.StatusText(resp.StatusCode))
-				return true, nil
-			}
-			return false, nil
+			return again, nil
 		},
 		Backoff: func(_, _ time.Duration, n int, resp *http.Response) time.Duration {
-			wait := d.wait(n, resp)
-			d.log.LogAttrs(ctx, slog.LevelDebug, "band: retrying request",
-				slog.String("endpoint", endpoint),
-				slog.Int("attempt", n+1),
-				slog.Duration("wait", wait),
-				slog.Any("cause", lastCause))
-			return wait
+			return d.backoff(ctx, endpoint, n+sent, resp, lastCause)
 		},
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
 	if d.opts.Observe != nil {
-		clock = &tryClock{}
+		clock = &tryClock{offset: sent}
 		rc.RequestLogHook = clock.start
 	}
 	resp, err := rc.Do(rreq)

@@ -78,10 +78,12 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("band: %s: %w", r.endpoint, err)
 	}
-	req.Header.Set("X-API-Key", c.key.Value())
-	req.Header.Set("Accept", "application/json")
+	// The header in one piece, its keys already canonical: Set would
+	// allocate a slice per value and canonicalise X-API-Key every time.
+	vals := [3]string{c.key.Value(), "application/json", "application/json"}
+	req.Header = http.Header{"X-Api-Key": vals[0:1:1], "Accept": vals[1:2:2]}
 	if r.body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header["Content-Type"] = vals[2:3:3]
 	}
 
 	resp, err := c.doer.Do(req, r.retry)
@@ -90,7 +92,7 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 	}
 	defer resp.Body.Close()
 	limit := c.bodyLimit()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	raw, err := readBody(resp, limit)
 	if err != nil {
 		return nil, callError(ctx, r.endpoint, err)
 	}
@@ -104,6 +106,36 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 		return nil, tooLarge(r.endpoint, resp, raw, limit)
 	}
 	return &response{endpoint: r.endpoint, status: resp.StatusCode, body: raw}, nil
+}
+
+// readBody reads a body whole, up to limit and one byte more (so a longer
+// body shows), as io.ReadAll of a LimitReader would; a declared length
+// sizes the buffer once instead of growing it from 512 bytes.
+func readBody(resp *http.Response, limit int) ([]byte, error) {
+	size := min(512, limit+1)
+	if n := resp.ContentLength; n >= 0 && n <= int64(limit) {
+		size = int(n) + 1 // the extra byte finds EOF without growing
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		room := buf[len(buf):cap(buf)]
+		if over := limit + 1 - len(buf); len(room) > over {
+			room = room[:over]
+		}
+		n, err := resp.Body.Read(room)
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return buf, err
+		case len(buf) > limit:
+			return buf, nil
+		}
+	}
 }
 
 // callError names the endpoint on a failed call and, when ctx is done,

@@ -7,6 +7,8 @@
 //	            crash in between loses the reply for good
 //	-deaf       opens Band's socket and joins its control topic, so
 //	            interrupt, stop and supersede reach it, and ignores them all
+//	-tell-answered  answers, then tells the room with an error event that
+//	            it gave the message up (under the Shell's notice key)
 //
 // Every reply carries a dedup marker; there is no guard.
 package main
@@ -37,6 +39,7 @@ var (
 
 	ackFirst = flag.Bool("ack-first", false, "mark processed before posting the reply")
 	deaf     = flag.Bool("deaf", false, "join the control topic and ignore every signal")
+	tell     = flag.Bool("tell-answered", false, "post a dead-letter error event for an answered message")
 )
 
 func call(ctx context.Context, method, path string, body, out any) (int, error) {
@@ -63,7 +66,7 @@ func call(ctx context.Context, method, path string, body, out any) (int, error) 
 		return resp.StatusCode, fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
 	if out != nil && resp.StatusCode == http.StatusOK {
-		return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
+		return resp.StatusCode, json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(out)
 	}
 	return resp.StatusCode, nil
 }
@@ -95,6 +98,15 @@ func handle(ctx context.Context, room string, m message) error {
 	}}
 	if _, err := call(ctx, "POST", "/agent/chats/"+room+"/messages", reply, nil); err != nil {
 		return err
+	}
+	if *tell {
+		ev := map[string]any{"event": map[string]any{
+			"content": "Sorry, I could not answer this message.", "message_type": "error",
+			"metadata": map[string]any{"dedup_key": "msg:" + m.ID + ":dead-letter"},
+		}}
+		if _, err := call(ctx, "POST", "/agent/chats/"+room+"/events", ev, nil); err != nil {
+			return err
+		}
 	}
 	if !*ackFirst {
 		_, err := call(ctx, "POST", path+"/processed", struct{}{}, nil)

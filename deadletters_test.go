@@ -1,0 +1,158 @@
+package bandonce_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
+)
+
+func TestADeadLetterIsKeptAndAReplayAnswersItOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "where is order 17?")
+		var down atomic.Bool
+		down.Store(true)
+		var calls atomic.Int32
+		ledger := bandonce.NewMemoryLedger()
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			calls.Add(1)
+			if down.Load() {
+				return nil, errors.New("orders service: connection refused")
+			}
+			return &bandonce.Reply{Content: "shipped: " + m.Body()}, nil
+		})
+		cfg.MaxAttempts = 2
+		cfg.Ledger = ledger
+		s, err := bandonce.New(cfg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		time.Sleep(time.Minute)
+
+		dead, err := s.DeadLetters(context.Background())
+		require.NoError(t, err)
+		require.Len(t, dead, 1)
+		d := dead[0]
+		assert.Equal(t, room.ID, d.RoomID)
+		assert.Equal(t, id, d.MessageID)
+		assert.Equal(t, w.human.ID, d.SenderID)
+		assert.Equal(t, "where is order 17?", d.Body())
+		assert.Equal(t, 2, d.Failures)
+		assert.Contains(t, d.Reason, "connection refused")
+		assert.NoError(t, d.Err, "the error itself is not kept")
+		assert.False(t, d.At.IsZero())
+		require.Len(t, w.errorEvents(room), 1)
+		assert.Empty(t, w.replies(room))
+
+		down.Store(false)
+		o, err := s.Replay(context.Background(), room.ID, id)
+		require.NoError(t, err)
+		assert.Equal(t, bandonce.Replied, o.Kind)
+		assert.Equal(t, bandonce.DefaultKey(id), o.DedupKey)
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)), "answered under the message's own key")
+		assert.Equal(t, []string{w.human.ID}, w.replies(room)[0].Mentions)
+
+		_, err = s.Replay(context.Background(), room.ID, id)
+		assert.ErrorIs(t, err, bandonce.ErrNotDeadLettered, "a second replay finds nothing to replay")
+		assert.Len(t, w.replies(room), 1, "and posts nothing")
+		left, err := s.DeadLetters(context.Background())
+		require.NoError(t, err)
+		assert.Empty(t, left)
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
+func TestAReplayAfterACrashedReplayAnswersOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "hi")
+		ledger := bandonce.NewMemoryLedger()
+		d := bandonce.DeadLetter{RoomID: room.ID, MessageID: id, SenderID: w.human.ID, Content: "hi", Failures: 3, At: time.Now()}
+		require.NoError(t, ledger.AddDeadLetter(context.Background(), d))
+		cfg := w.config(echo)
+		cfg.Ledger = ledger
+		s, err := bandonce.New(cfg)
+		require.NoError(t, err)
+		// The first replay's POST lands, its answer is lost and the room
+		// cannot be read to tell: the operator's replay ends not knowing.
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointPost, Nth: 1, Kind: fakeband.LoseResponse})
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointContext, Nth: 2, Count: 1000, Kind: fakeband.FailBefore, Status: 503})
+		_, err = s.Replay(context.Background(), room.ID, id)
+		require.Error(t, err)
+		w.band.ClearFaults()
+		dead, err := s.DeadLetters(context.Background())
+		require.NoError(t, err)
+		require.Len(t, dead, 1, "kept while its answer is unknown")
+
+		o, err := s.Replay(context.Background(), room.ID, id)
+		require.NoError(t, err)
+		assert.Equal(t, bandonce.DuplicateDropped, o.Kind, "the guard finds the first replay's answer")
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)))
+	})
+}
+
+func TestAReplayThatFailsKeepsTheDeadLetter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		ledger := bandonce.NewMemoryLedger()
+		require.NoError(t, ledger.AddDeadLetter(context.Background(), bandonce.DeadLetter{RoomID: room.ID, MessageID: "m1", Content: "hi"}))
+		cfg := w.config(func(context.Context, *bandonce.Message) (*bandonce.Reply, error) {
+			return nil, errors.New("still down")
+		})
+		cfg.Ledger = ledger
+		s, err := bandonce.New(cfg)
+		require.NoError(t, err)
+		_, err = s.Replay(context.Background(), room.ID, "m1")
+		assert.ErrorContains(t, err, "still down")
+		dead, _ := s.DeadLetters(context.Background())
+		assert.Len(t, dead, 1)
+		assert.Empty(t, w.replies(room))
+	})
+}
+
+func TestDeadLettersNeedALedgerThatKeepsThem(t *testing.T) {
+	cfg := bandonce.Config{APIKey: "k", Handler: echo, Ledger: plainLedger{bandonce.NewMemoryLedger()}}
+	s, err := bandonce.New(cfg)
+	require.NoError(t, err)
+	_, err = s.DeadLetters(context.Background())
+	assert.ErrorIs(t, err, bandonce.ErrNoDeadLetters)
+	_, err = s.Replay(context.Background(), "r", "m")
+	assert.ErrorIs(t, err, bandonce.ErrNoDeadLetters)
+}
+
+// plainLedger is a Ledger and nothing more.
+type plainLedger struct{ l *bandonce.MemoryLedger }
+
+func (p plainLedger) Key(ctx context.Context, room, key string) (bandonce.KeyState, error) {
+	return p.l.Key(ctx, room, key)
+}
+func (p plainLedger) SetKey(ctx context.Context, room, key string, s bandonce.KeyState) error {
+	return p.l.SetKey(ctx, room, key, s)
+}
+func (p plainLedger) AckPending(ctx context.Context, room, id string) (bool, error) {
+	return p.l.AckPending(ctx, room, id)
+}
+func (p plainLedger) SetAckPending(ctx context.Context, room, id string, v bool) error {
+	return p.l.SetAckPending(ctx, room, id, v)
+}
+func (p plainLedger) Step(ctx context.Context, room, id, name string) ([]byte, bool, error) {
+	return p.l.Step(ctx, room, id, name)
+}
+func (p plainLedger) SetStep(ctx context.Context, room, id, name string, r []byte) error {
+	return p.l.SetStep(ctx, room, id, name, r)
+}
+func (p plainLedger) Durable() bool { return false }

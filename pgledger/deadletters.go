@@ -1,0 +1,79 @@
+package pgledger
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/band-once/bandonce"
+)
+
+// The dead-letter statements. $1 agent; the writes are fenced like every
+// other (see statements), their own parameters from $4.
+const (
+	// $4 room, $5 message, $6 sender id, $7 sender name, $8 sender type,
+	// $9 content, $10 failures, $11 reason, $12 when.
+	addDeadLetterSQL = `INSERT INTO {s}.deadletters
+			(agent_id, room, message_id, sender_id, sender_name, sender_type, content, failures, reason, given_up_at, epoch)
+		SELECT $1, $4, $5, $6, $7, $8, $9, $10, $11, $12, $2 FROM fence
+		ON CONFLICT (agent_id, room, message_id) DO UPDATE
+		SET sender_id = excluded.sender_id, sender_name = excluded.sender_name, sender_type = excluded.sender_type,
+			content = excluded.content, failures = excluded.failures, reason = excluded.reason,
+			given_up_at = excluded.given_up_at, epoch = excluded.epoch`
+	// $4 room, $5 message.
+	removeDeadLetterSQL = `DELETE FROM {s}.deadletters
+		WHERE agent_id = $1 AND room = $4 AND message_id = $5 AND EXISTS (SELECT 1 FROM fence)`
+	listDeadLettersSQL = `SELECT room, message_id, sender_id, sender_name, sender_type, content, failures, reason, given_up_at
+		FROM {s}.deadletters WHERE agent_id = $1 ORDER BY given_up_at, room, message_id`
+)
+
+func (l *Ledger) deadLetterSQL(text string) string {
+	return strings.ReplaceAll(text, "{s}", l.store.schema)
+}
+
+// AddDeadLetter implements bandonce.DeadLetterLedger: the record is
+// committed before it returns, by the lease's holder only.
+func (l *Ledger) AddDeadLetter(ctx context.Context, d bandonce.DeadLetter) error {
+	err := l.write(ctx, "add dead letter", 0, l.deadLetterSQL(fenced(addDeadLetterSQL)),
+		d.RoomID, d.MessageID, d.SenderID, d.SenderName, d.SenderType, d.Content, d.Failures, d.Reason, d.At.UTC())
+	if err != nil {
+		return fmt.Errorf("pgledger: add dead letter of message %q in room %q: %w", d.MessageID, d.RoomID, err)
+	}
+	return nil
+}
+
+// RemoveDeadLetter implements bandonce.DeadLetterLedger.
+func (l *Ledger) RemoveDeadLetter(ctx context.Context, room, messageID string) error {
+	if err := l.write(ctx, "remove dead letter", 0, l.deadLetterSQL(fenced(removeDeadLetterSQL)), room, messageID); err != nil {
+		return fmt.Errorf("pgledger: remove dead letter of message %q in room %q: %w", messageID, room, err)
+	}
+	return nil
+}
+
+// DeadLetters implements bandonce.DeadLetterLedger. Anyone with the
+// Store may read them; no lease is needed.
+func (l *Ledger) DeadLetters(ctx context.Context) ([]bandonce.DeadLetter, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.store.callTimeout())
+	defer cancel()
+	l.reads.Add(1)
+	rows, err := l.store.pool.Query(ctx, l.deadLetterSQL(listDeadLettersSQL), l.lease.agent)
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: list dead letters: %w", err)
+	}
+	defer rows.Close()
+	var out []bandonce.DeadLetter
+	for rows.Next() {
+		var d bandonce.DeadLetter
+		var at time.Time
+		if err := rows.Scan(&d.RoomID, &d.MessageID, &d.SenderID, &d.SenderName, &d.SenderType, &d.Content, &d.Failures, &d.Reason, &at); err != nil {
+			return nil, fmt.Errorf("pgledger: list dead letters: %w", err)
+		}
+		d.At = at.UTC()
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgledger: list dead letters: %w", err)
+	}
+	return out, nil
+}
