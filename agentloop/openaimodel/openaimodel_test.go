@@ -12,8 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/band-once/bandonce/agentloop"
-	"github.com/band-once/bandonce/agentloop/openaimodel"
 	"github.com/band-once/bandonce/agentloop/fakemodel"
+	"github.com/band-once/bandonce/agentloop/openaimodel"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
