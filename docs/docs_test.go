@@ -171,6 +171,8 @@ func parseBlocks(doc string, data []byte) (blocks []block, problems []string) {
 // them, by the name it uses.
 var fragmentImports = map[string]string{
 	"bandonce":     "github.com/band-once/bandonce",
+	"agentloop":    "github.com/band-once/bandonce/agentloop",
+	"fakemodel":    "github.com/band-once/bandonce/agentloop/fakemodel",
 	"band":         "github.com/band-once/bandonce/band",
 	"bandonceotel": "github.com/band-once/bandonce/otel",
 	"boltledger":   "github.com/band-once/bandonce/boltledger",
@@ -183,6 +185,7 @@ var fragmentImports = map[string]string{
 	"fmt":          "fmt",
 	"http":         "net/http",
 	"io":           "io",
+	"json":         "encoding/json",
 	"log":          "log",
 	"os":           "os",
 	"signal":       "os/signal",

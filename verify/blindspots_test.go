@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -231,28 +230,13 @@ var controls = map[string]Factory{
 		}
 		return &bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}, nil
 	}),
-	"keys: a model consulted in a Step, its effects keyed by the message": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-		raw, err := m.Step(ctx, "model", func(ctx context.Context, _ string) ([]byte, error) {
-			a, err := ExternalFrom(ctx).Model(ctx, m.Body())
-			if err != nil {
-				return nil, err
-			}
-			return json.Marshal(a)
-		})
-		if err != nil {
-			return nil, err
-		}
-		var a ModelAnswer
-		if err := json.Unmarshal(raw, &a); err != nil {
-			return nil, err
-		}
-		for i := range a.ToolCalls {
-			if err := once(ctx, fmt.Sprintf("tool:%s:%d", m.ID, i)); err != nil {
-				return nil, err
-			}
-		}
-		return &bandonce.Reply{Content: a.Text, Mentions: []string{m.SenderID}}, nil
-	}),
+	// Not here: a model consulted in a Step, its effects keyed by their
+	// place in its answer. That is correct only on a durable ledger: with
+	// the memory ledger every life of the verifier gets, a crash forgets
+	// the recorded answer, the model is asked again, and place 1 of the new
+	// answer is another tool than place 1 of the old (the storm's seed 10
+	// after the applied-late faults found it). The verifier offers no
+	// ledger kept per schedule across lives yet.
 	"band writes: a follow-up room created with Message.CreateRoom": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		if _, err := m.CreateRoom(ctx, "follow-up for "+m.ID); err != nil {
 			return nil, err
