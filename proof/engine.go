@@ -94,6 +94,7 @@ type sim struct {
 	arrivals pushArrivals // control pushes that reached the agent, by correlation id
 	faults   map[string]int
 	quietAt  int
+	stallAt  int
 	failure  *Violation // an engine-level violation (quiet, lifecycle)
 }
 
@@ -246,6 +247,9 @@ func (s *sim) drive(end time.Time) bool {
 	} else {
 		s.quietSince = time.Time{}
 		if now.Sub(s.progress) >= stallAfter {
+			if s.stallAt == 0 && s.cursor >= len(s.sched.Events) {
+				s.stallAt = s.released
+			}
 			switch {
 			case s.cursor < len(s.sched.Events):
 				s.fireNext(false)

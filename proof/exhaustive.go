@@ -10,7 +10,8 @@ type Coverage struct {
 	// Configurations are the message sets tried, one room each.
 	Configurations []string `json:"configurations"`
 	// KillPoints is the length of every configuration's request
-	// sequence (up to quiet), summed: the single kill points per kind.
+	// sequence (up to quiet, or up to its first stall if earlier: see
+	// StallKills), summed: the single kill points per kind.
 	KillPoints int `json:"kill_points"`
 	// Baselines, Singles and Pairs count the schedules with no kill,
 	// one kill and two kills (both kinds at every point).
@@ -19,6 +20,15 @@ type Coverage struct {
 	Pairs     int `json:"double_kill_schedules"`
 	// Total is every schedule run; all are distinct.
 	Total int `json:"schedules"`
+	// RequestKills counts the enumerated kills drawn at a request the
+	// run reaches, each fired there (kill_before_send, kill_after_apply).
+	// StallKills counts those drawn past the point where the run stalls
+	// first (no mark or post for a while, as while a new life waits out
+	// the settle window): the engine fires such a kill at the stall
+	// (kill_idle), whatever its request index and kind, so the
+	// enumeration draws one of them per run, not one per later request.
+	RequestKills int `json:"request_kills"`
+	StallKills   int `json:"stall_kills"`
 }
 
 type exhaustiveConfig struct {
@@ -76,7 +86,9 @@ func (c exhaustiveConfig) schedule(seed int64, kills ...Event) *Schedule {
 // lifecycle's request sequence, with both kinds of kill. A kill point is
 // a request index up to the point the run went quiet; the second kill of
 // a pair ranges over the requests after the first in the run that the
-// first kill produced.
+// first kill produced. A run that stalls before it is quiet (see
+// Result.StallAt) ends its kill points there, and adds one kill at the
+// stall.
 func runExhaustive(t *testing.T, cfg RunConfig) (*aggregate, Coverage) {
 	configs := exhaustiveConfigs(cfg.ExhaustiveMessages)
 	var cov Coverage
@@ -98,41 +110,75 @@ func runExhaustive(t *testing.T, cfg RunConfig) (*aggregate, Coverage) {
 		total.merge(agg)
 		offset += len(list)
 	}
+	// points returns the kills to draw after request from in a run whose
+	// result is r: both kinds at every request index up to its quiet, or
+	// up to its first stall and then one kill at the stall, which the
+	// engine fires there (kill_idle) whatever its index and kind.
+	points := func(from int, r Result) (kills []Event, requests int) {
+		last := r.QuietAt
+		if r.StallAt > 0 && r.StallAt < last {
+			last = r.StallAt
+		}
+		for k := from + 1; k <= last; k++ {
+			for _, kind := range kinds {
+				kills = append(kills, Event{At: k, Kind: kind})
+			}
+		}
+		requests = len(kills)
+		if last < r.QuietAt {
+			kills = append(kills, Event{At: last + 1, Kind: KillBefore})
+		}
+		return kills, requests
+	}
 
 	baselines := make([]*Schedule, len(configs))
-	lengths := make([]int, len(configs))
+	results := make([]Result, len(configs))
 	for i, c := range configs {
 		baselines[i] = c.schedule(cfg.Seed)
 	}
-	phase(baselines, func(i int, r Result) { lengths[i] = r.QuietAt })
+	phase(baselines, func(i int, r Result) { results[i] = r })
 	cov.Baselines = len(baselines)
 
 	type single struct {
 		config int
 		kill   Event
-		quiet  int
+		stall  bool // the kill is the one at the stall
+		after  int  // the requests released when it fires
+		result Result
 	}
 	var singles []*single
 	var list []*Schedule
 	for ci, c := range configs {
-		cov.KillPoints += lengths[ci]
-		for k := 1; k <= lengths[ci]; k++ {
-			for _, kind := range kinds {
-				ev := Event{At: k, Kind: kind}
-				singles = append(singles, &single{config: ci, kill: ev})
-				list = append(list, c.schedule(cfg.Seed, ev))
+		kills, requests := points(0, results[ci])
+		cov.KillPoints += requests / len(kinds)
+		cov.RequestKills += requests
+		cov.StallKills += len(kills) - requests
+		for i, ev := range kills {
+			stall := i >= requests
+			after := ev.At
+			if stall {
+				after = ev.At - 1
 			}
+			singles = append(singles, &single{config: ci, kill: ev, stall: stall, after: after})
+			list = append(list, c.schedule(cfg.Seed, ev))
 		}
 	}
-	phase(list, func(i int, r Result) { singles[i].quiet = r.QuietAt })
+	phase(list, func(i int, r Result) { singles[i].result = r })
 	cov.Singles = len(list)
 
 	list = nil
 	for _, s := range singles {
-		for k := s.kill.At + 1; k <= s.quiet; k++ {
-			for _, kind := range kinds {
-				list = append(list, configs[s.config].schedule(cfg.Seed, s.kill, Event{At: k, Kind: kind}))
-			}
+		kills, requests := points(s.after, s.result)
+		// The second kill of each pair, and its first.
+		cov.RequestKills += requests
+		cov.StallKills += len(kills) - requests
+		if s.stall {
+			cov.StallKills += len(kills)
+		} else {
+			cov.RequestKills += len(kills)
+		}
+		for _, ev := range kills {
+			list = append(list, configs[s.config].schedule(cfg.Seed, s.kill, ev))
 		}
 	}
 	phase(list, nil)

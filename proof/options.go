@@ -127,6 +127,11 @@ type Result struct {
 	// QuietAt is the request count when the system first went quiet
 	// with every event fired: the lifecycle's request sequence.
 	QuietAt int
+	// StallAt is the request count when the system first stalled (no
+	// mark or post for stallAfter, not quiet) with every event fired, or
+	// 0: a request-bound event still pending then would have been fired
+	// at that moment instead of at its request (kill_idle for a kill).
+	StallAt int
 	// Signals are the interrupts, stops and plays the engine sent, and
 	// the supersedes that reached the agent, with whether and when each
 	// reached it.

@@ -88,7 +88,7 @@ func (s *sim) judge() Result {
 	res := Result{
 		Schedule: s.sched, Violation: v.First(Invariants), Found: v.Found, Checks: v.Checks, Violations: v.Violated, Faults: s.firedFaults(),
 		DoublePosts: v.DoublePosts, Lost: v.Lost, Interrupted: v.Interrupted,
-		Messages: len(s.messages), Lives: s.lives, Released: s.released, QuietAt: s.quietAt,
+		Messages: len(s.messages), Lives: s.lives, Released: s.released, QuietAt: s.quietAt, StallAt: s.stallAt,
 		Signals: s.signals(), Said: s.said(), Posts: t.posts,
 	}
 	for _, r := range s.rooms {

@@ -262,6 +262,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if c := r.Exhaustive; c != nil {
 		row("exhaustive coverage", "%d distinct schedules: %d baselines, %d single-kill, %d double-kill over %d kill points",
 			c.Total, c.Baselines, c.Singles, c.Pairs, c.KillPoints)
+		row("", "%d kills at a request, %d at a stall (a new life waiting out the settle window)", c.RequestKills, c.StallKills)
 		for _, name := range c.Configurations {
 			row("", "%s", name)
 		}

@@ -33,11 +33,21 @@ type defects struct {
 	ignoreSupersede bool // hears supersede and carries on (its socket reconnects)
 	replayInterrupt bool // an interrupted cycle is left for replay, not consumed
 	resendOn5xx     bool // a POST answered 5xx is sent again without reading the room
+	readUnsettled   bool // reads the room for a POST of unknown outcome before it has settled
 }
 
 // contextPage is the page size the hand-made guard asks for; small, so a
 // handful of messages spans several pages.
 const contextPage = 4
+
+// loopTimeout is the hand-made loop's request timeout, and loopSettle its
+// settle window: how long after a POST was written Band may still apply
+// it (the bound the prover's Band keeps, lateBound, twice the timeout, as
+// Config.SettleWindow's default is).
+const (
+	loopTimeout = 2 * time.Second
+	loopSettle  = lateBound
+)
 
 // restAgent builds the hand-made agent with the given defects.
 func restAgent(d defects) func(*Schedule) (Factory, func()) {
@@ -45,7 +55,8 @@ func restAgent(d defects) func(*Schedule) (Factory, func()) {
 		return func() Agent {
 			return func(ctx context.Context, env Env) error {
 				a := &loopAgent{d: d, api: &restClient{hc: env.HTTPClient, base: env.BaseURL, key: env.APIKey}, env: env,
-					abort: map[string]string{}, active: map[string]bool{}, ackPending: map[string]bool{}}
+					abort: map[string]string{}, active: map[string]bool{}, ackPending: map[string]bool{},
+					born: time.Now(), unsure: map[string]time.Time{}, inherited: map[string]bool{}}
 				return a.run(ctx)
 			}
 		}, nil
@@ -62,6 +73,15 @@ type loopAgent struct {
 	active     map[string]bool   // room -> a cycle is between dequeue and its fate
 	ackPending map[string]bool   // message -> only the processed mark is owed
 	superseded context.CancelFunc
+	// born is when this life began: a POST an earlier life sent, whose
+	// outcome this life cannot know, may land until loopSettle after it.
+	born time.Time
+	// unsure: message -> when this life last wrote a POST for it whose
+	// outcome is unknown (a timeout, a reset, a 5xx).
+	unsure map[string]time.Time
+	// inherited: message -> an earlier life may have attempted it (this
+	// life's first processing mark of it was not Band's first attempt).
+	inherited map[string]bool
 }
 
 func (a *loopAgent) run(ctx context.Context) error {
@@ -145,8 +165,12 @@ func (a *loopAgent) cycle(ctx context.Context, room string) {
 	}
 	a.arm(room, true)
 	defer a.arm(room, false)
-	if _, err := a.api.mark(ctx, room, m.ID, "processing", nil); err != nil {
+	n, err := a.api.processing(ctx, room, m.ID)
+	if err != nil {
 		return // a stale serve (422) or a failure: /next will tell again
+	}
+	if _, seen := a.inherited[m.ID]; !seen {
+		a.inherited[m.ID] = n > 1
 	}
 	if a.ackPending[m.ID] {
 		a.ack(ctx, room, m.ID)
@@ -172,6 +196,13 @@ func (a *loopAgent) cycle(ctx context.Context, room string) {
 		}
 		// A blind re-send skips the read that would find the first POST.
 		if !a.d.guardDisabled && !(a.d.blindResend && try > 0) {
+			if !a.settled(ctx, m.ID) {
+				return // killed or superseded while waiting
+			}
+			if a.aborted(room) != "" { // a signal that came during the wait
+				a.settleAbort(ctx, room, m.ID)
+				return
+			}
 			found, err := a.api.hasKey(ctx, room, a.env.AgentID, key, a.d.onePageGuard)
 			if err != nil {
 				return
@@ -184,7 +215,7 @@ func (a *loopAgent) cycle(ctx context.Context, room string) {
 			a.settleAbort(ctx, room, m.ID)
 			return
 		}
-		err := a.api.post(ctx, room, content, m.SenderID)
+		err := a.post(ctx, room, m.ID, content, m.SenderID)
 		if err == nil {
 			break
 		}
@@ -194,7 +225,7 @@ func (a *loopAgent) cycle(ctx context.Context, room string) {
 		}
 		if a.d.resendOn5xx && errors.As(err, &apiErr) && apiErr.status >= 500 {
 			// "The server said it failed": sent again without a read.
-			if a.api.post(ctx, room, content, m.SenderID) == nil {
+			if a.post(ctx, room, m.ID, content, m.SenderID) == nil {
 				break
 			}
 		}
@@ -202,6 +233,41 @@ func (a *loopAgent) cycle(ctx context.Context, room string) {
 	if !a.d.ackBeforePost {
 		a.ack(ctx, room, m.ID)
 	}
+}
+
+// post sends the reply to message id, and notes when a POST whose outcome
+// is unknown was written: anything but an answer below 500 may still be
+// applied, up to loopSettle after it left.
+func (a *loopAgent) post(ctx context.Context, room, id, content, mention string) error {
+	sent := time.Now()
+	err := a.api.post(ctx, room, content, mention)
+	var apiErr *apiError
+	if err != nil && !(errors.As(err, &apiErr) && apiErr.status < 500) {
+		a.unsure[id] = sent
+	}
+	return err
+}
+
+// settled waits until a read of the room can find every POST for message
+// id that may still land: loopSettle after this life's last POST of
+// unknown outcome for it, and after this life began, for an earlier
+// life's, if one may have attempted it. It reports false if ctx ended
+// first.
+func (a *loopAgent) settled(ctx context.Context, id string) bool {
+	if a.d.readUnsettled {
+		return ctx.Err() == nil
+	}
+	var until time.Time
+	if a.inherited[id] {
+		until = a.born.Add(loopSettle)
+	}
+	if t, ok := a.unsure[id]; ok && t.Add(loopSettle).After(until) {
+		until = t.Add(loopSettle)
+	}
+	if d := time.Until(until); d > 0 {
+		pause(ctx, d)
+	}
+	return ctx.Err() == nil
 }
 
 // settleAbort ends an aborted cycle: an interrupt consumes the message,
@@ -268,7 +334,7 @@ func (c *restClient) once(ctx context.Context, method, path string, body []byte,
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, loopTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
@@ -329,6 +395,17 @@ func (c *restClient) next(ctx context.Context, room string) (*wireMessage, error
 
 func (c *restClient) mark(ctx context.Context, room, id, kind string, body any) (int, error) {
 	return c.do(ctx, http.MethodPost, "/agent/chats/"+room+"/messages/"+id+"/"+kind, body, nil)
+}
+
+// processing opens an attempt of message id and returns its number.
+func (c *restClient) processing(ctx context.Context, room, id string) (int, error) {
+	var out struct {
+		Data struct {
+			AttemptNumber int `json:"attempt_number"`
+		} `json:"data"`
+	}
+	_, err := c.do(ctx, http.MethodPost, "/agent/chats/"+room+"/messages/"+id+"/processing", nil, &out)
+	return out.Data.AttemptNumber, err
 }
 
 func (c *restClient) post(ctx context.Context, room, content, mention string) error {

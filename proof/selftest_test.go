@@ -31,6 +31,7 @@ func TestBrokenAgentsFailWithTheRightReasonAndAMinimalWitness(t *testing.T) {
 		{"interrupted cycle left for replay", defects{replayInterrupt: true}, replies, InterruptConsumes, "must be consumed, not left for replay"},
 		{"supersede ignored", defects{ignoreSupersede: true}, replies, SupersedeStops, "kept working after it was superseded"},
 		{"POST re-sent after a 5xx", defects{resendOn5xx: true}, replies, NoDoublePost, "replies with key"},
+		{"room read before the send settled", defects{readUnsettled: true}, replies, NoDoublePost, "replies with key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{Agent: restAgent(tc.defect)}
