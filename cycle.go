@@ -21,6 +21,7 @@ type roomControl struct {
 	probe     bool // evidence of a missed play: probe as soon as the stop has settled
 	cur       *cycle
 	wake      func() // asks the scheduler for a look at /next now; never blocks
+	again     func() // asks for a look that begins after the call; never blocks
 	// held is the message that waits for its next handler attempt, and
 	// heldCut whether an interrupt reached it while it waited.
 	held    string
@@ -45,8 +46,8 @@ type cycle struct {
 	resent bool
 }
 
-func newRoomControl(wake func()) *roomControl {
-	return &roomControl{wake: wake}
+func newRoomControl(wake, again func()) *roomControl {
+	return &roomControl{wake: wake, again: again}
 }
 
 // stopSettle is how long a room stays stopped before a /next that serves
@@ -106,6 +107,16 @@ func (c *roomControl) requestProbe() {
 	c.probe = c.stopped
 	c.mu.Unlock()
 	c.poke()
+}
+
+// requestCatchUp is requestProbe for a topic's answered join: the look it
+// asks for begins after the call, whether or not a look was already due
+// (scheduler.catchUp).
+func (c *roomControl) requestCatchUp() {
+	c.mu.Lock()
+	c.probe = c.stopped
+	c.mu.Unlock()
+	c.again()
 }
 
 // reprobe keeps a probe owed after it failed to get an answer. Unlike

@@ -81,7 +81,7 @@ func newRoom(s *Shell, q *scheduler, id string) *room {
 		heldAcks:       make(map[string]Outcome),
 		firstAttempt:   make(map[string]int),
 	}
-	r.ctl = newRoomControl(func() { q.wake(r) })
+	r.ctl = newRoomControl(func() { q.wake(r) }, func() { q.catchUp(r) })
 	return r
 }
 

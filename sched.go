@@ -40,6 +40,7 @@ type scheduler struct {
 
 	mu    sync.Mutex
 	woken []*room       // wake-ups for the dispatcher to take in
+	again []*room       // catch-ups: a look that begins after the wake-up
 	kick  chan struct{} // buffered(1): woken has something
 
 	work    chan *room     // dispatcher to idle workers
@@ -107,6 +108,23 @@ func newScheduler(s *Shell) *scheduler {
 func (q *scheduler) wake(r *room) {
 	q.mu.Lock()
 	q.woken = append(q.woken, r)
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// catchUp asks for a look at the room that begins after this call (a
+// topic's join was answered: a message said before it was pushed to
+// nobody). Unlike wake it does not merge with a look that is due but has
+// not begun, whose start the caller cannot order against its own: the
+// room always looks once more after its current or next round, so the
+// number of looks does not depend on which goroutine came first. It never
+// blocks.
+func (q *scheduler) catchUp(r *room) {
+	q.mu.Lock()
+	q.again = append(q.again, r)
 	q.mu.Unlock()
 	select {
 	case q.kick <- struct{}{}:
@@ -251,9 +269,17 @@ func (q *scheduler) nextDue() (time.Time, bool) {
 // to run again.
 func (q *scheduler) takeIn() {
 	q.mu.Lock()
-	woken := q.woken
-	q.woken = nil
+	woken, again := q.woken, q.again
+	q.woken, q.again = nil, nil
 	q.mu.Unlock()
+	for _, r := range again {
+		switch r.sched.state {
+		case schedNew, schedReady, schedRunning:
+			// Its round is due or running: one more after it.
+			r.sched.rewake = true
+		}
+	}
+	woken = append(woken, again...)
 	for _, r := range woken {
 		switch r.sched.state {
 		case schedRunning:

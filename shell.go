@@ -262,8 +262,9 @@ func (s *Shell) startRoom(id string) bool {
 	// Its first look is now, joined or not: a backlog is served while the
 	// joins are still being answered. A message said after this look and
 	// before its topic's join is answered was pushed to nobody, so the
-	// answered join wakes the room again (catchUp): one more look, unless
-	// the first has not begun by then.
+	// answered join wakes the room again (catchUp): one more look after
+	// the first, whichever of the two came first, so that the number of
+	// looks, and the prover's replay, does not depend on it.
 	s.sched.wake(r)
 	return true
 }

@@ -97,7 +97,7 @@ func (s *Shell) catchUp(topic string) {
 	r := s.rooms[id]
 	s.mu.Unlock()
 	if r != nil {
-		r.ctl.requestProbe()
+		r.ctl.requestCatchUp()
 	}
 }
 
