@@ -70,13 +70,14 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer, logger 
 	if paymentsURL == "" {
 		return errNoPayments
 	}
-	cfg := bandonce.Config{
-		APIKey:    key,
-		BaseURL:   getenv("BAND_BASE_URL"),
-		SocketURL: getenv("BAND_WS_URL"),
-		Handler:   Handler(&PaymentsClient{BaseURL: paymentsURL}),
-		Logger:    logger,
+	// BAND_BASE_URL, BAND_WS_URL and the BANDONCE_ tunables, such as
+	// BANDONCE_SETTLE_WINDOW.
+	cfg, err := bandonce.ConfigFromEnv(getenv)
+	if err != nil {
+		return err
 	}
+	cfg.Handler = Handler(&PaymentsClient{BaseURL: paymentsURL})
+	cfg.Logger = logger
 	if path := getenv("TOOLS_LEDGER"); path != "" {
 		// The ledger belongs to one agent: ask Band who this key is.
 		client, err := band.New(band.Config{APIKey: key, BaseURL: cfg.BaseURL, Logger: logger})

@@ -222,7 +222,10 @@ func runTurn(t *testing.T, bin string, at int, after bool, ledger string) *turnR
 	t.Cleanup(front.Close)
 	ws := strings.Replace(base, "http://", "ws://", 1) + "/socket/websocket"
 	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + front.URL + "/band" + apiPath(base),
-		"BAND_WS_URL=" + ws, "TOOLS_PAYMENTS_URL=" + front.URL + "/pay"}
+		"BAND_WS_URL=" + ws, "TOOLS_PAYMENTS_URL=" + front.URL + "/pay",
+		// A restarted life waits this long before it reads the room for a
+		// send the killed one may have made: short, so the kills stay quick.
+		"BANDONCE_SETTLE_WINDOW=500ms"}
 	if ledger != "" {
 		env = append(env, "TOOLS_LEDGER="+ledger)
 	}
