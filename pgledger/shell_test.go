@@ -126,6 +126,10 @@ func startReplicaWith(t *testing.T, b *band, s *Store, h bandonce.Handler) *repl
 				Handler: h, Ledger: l, Logger: quiet,
 				ShutdownTimeout: 100 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 				Retry: bandonce.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
+				// A new leader reads the room for a message the last one was
+				// handling only once this has passed: short, as Band's fake
+				// applies every request at once.
+				SettleWindow: 500 * time.Millisecond,
 			})
 			if err != nil {
 				return err
