@@ -277,6 +277,10 @@ func (s *sim) restart(l *life, afterDeath func()) {
 	if s.current() != l {
 		return
 	}
+	if s.ctx.Err() != nil {
+		s.endLife(l, endInterrupted) // the run is over: no next life
+		return
+	}
 	if s.replicas() {
 		if l.reason() != "" {
 			return // the holder is gone already; none took over yet

@@ -214,12 +214,15 @@ func (s *sim) pause(l *life, delay time.Duration) {
 func (s *sim) handOver(l *life) {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
-	if l.reason() != "" || l.proc.Exited() {
+	if l.reason() != "" || l.proc.Exited() || s.ctx.Err() != nil {
 		return
 	}
 	s.count("hand_over")
 	s.markGone(l, FailoverHandOver)
 	s.terminateLife(l, endHandedOver)
+	if s.ctx.Err() != nil {
+		return
+	}
 	if err := s.startLife(); err != nil {
 		s.fail(AgentLifecycle, "a new replica could not be started after a hand-over: %v", err)
 	}

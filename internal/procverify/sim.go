@@ -196,6 +196,10 @@ func (s *sim) run() (res Result) {
 		t.Stop()
 	}
 	if interrupted {
+		// Under lifeMu: a hand-over under way starts its new replica
+		// first, or finds its holder ended and starts none.
+		s.lifeMu.Lock()
+		defer s.lifeMu.Unlock()
 		s.mu.Lock()
 		lives := append([]*life(nil), s.lives...)
 		s.mu.Unlock()
