@@ -316,3 +316,10 @@ func (c *roomControl) abortedBy(cy *cycle, cause error) bool {
 	defer c.mu.Unlock()
 	return cy.abort == cause
 }
+
+// abortCause returns the signal that aborted the cycle, if one did.
+func (c *roomControl) abortCause(cy *cycle) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return cy.abort
+}

@@ -277,29 +277,6 @@ func (s *Shell) markCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.MarkTimeout)
 }
 
-func (s *Shell) emit(o Outcome) {
-	s.mu.Lock()
-	d := s.oneShot
-	r := s.rooms[o.RoomID]
-	if int(o.Kind) < len(s.counts) {
-		s.counts[o.Kind]++
-	}
-	s.mu.Unlock()
-	if d != nil {
-		d.count(o.Kind)
-	}
-	if r != nil {
-		r.settled(o) // emit runs on the room's goroutine
-	}
-	s.logSettled(o)
-	if o.Kind == DeadLettered && s.cfg.Hooks.DeadLetter != nil {
-		s.cfg.Hooks.DeadLetter(o)
-	}
-	if s.cfg.Hooks.Outcome != nil {
-		s.cfg.Hooks.Outcome(o)
-	}
-}
-
 // isOwn reports whether m was written by this agent. /next should never
 // serve those; if it does, they are consumed without a handler so the
 // agent never answers itself.

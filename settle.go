@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"runtime/debug"
 	"strings"
 	"time"
 	"unicode"
@@ -170,31 +169,6 @@ func (r *room) claimFailed(m *wire.Message, err error) step {
 		return stepNext
 	}
 	return r.failed("POST processing", err)
-}
-
-// callHandler runs the handler, turning a panic into a *PanicError.
-func (r *room) callHandler(ctx context.Context, wm *wire.Message, t *turn) (reply *Reply, err error) {
-	if d := r.s.cfg.HandlerTimeout; d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("handler timed out after %s", d))
-		defer cancel()
-	}
-	msg := &Message{
-		ID: wm.ID, RoomID: r.id, Content: wm.Content,
-		SenderID: wm.SenderID, SenderType: wm.SenderType, SenderName: wm.SenderName,
-		Attempt: t.attempt, InsertedAt: wm.InsertedAt, turn: t,
-		loadContext: func(ctx context.Context) ([]ContextItem, error) {
-			return r.s.client.Context(ctx, r.id)
-		},
-	}
-	defer func() {
-		if v := recover(); v != nil {
-			stack := debug.Stack()
-			r.s.log.Error("bandonce: handler panicked", "room", r.id, "message", wm.ID, "panic", panicString(v), "stack", string(stack))
-			reply, err = nil, &PanicError{Value: v, Stack: stack}
-		}
-	}()
-	return r.s.cfg.Handler(ctx, msg)
 }
 
 // validateReply rejects a reply Band would refuse or the guard could not
