@@ -160,11 +160,12 @@ type Config struct {
 	// 10 s.
 	ShutdownTimeout time.Duration
 
-	// MaxConcurrentRooms caps how many rooms run a turn (ask /next,
-	// handle a message, settle it) at once; a room with nothing to do
-	// costs no goroutine, and a turn waiting on a slow handler costs its
+	// MaxConcurrentRooms caps how many rooms run a round (ask /next,
+	// handle a message, carry it to its outcome) at once; a room with
+	// nothing to do costs no goroutine, and a round waiting on a slow
+	// handler costs its
 	// goroutine and what the handler holds (docs/performance.md). The
-	// requests of all turns together are bounded by MaxRequestsInFlight
+	// requests of all rounds together are bounded by MaxRequestsInFlight
 	// whatever this is. Set it lower when the Handler calls a service with
 	// a concurrency limit of its own, such as a model API allowing so many
 	// calls at once. Zero means DefaultMaxConcurrentRooms.
@@ -199,7 +200,7 @@ type Config struct {
 	fromEnv *envOrigin
 }
 
-// DefaultMaxConcurrentRooms is how many rooms run a turn at once when
+// DefaultMaxConcurrentRooms is how many rooms run a round at once when
 // Config.MaxConcurrentRooms is zero: enough for an agent in ten thousand
 // rooms, each waiting seconds on a model, to wait for them all at once.
 const DefaultMaxConcurrentRooms = 10000

@@ -53,7 +53,7 @@ type Outcome struct {
 	Err error
 }
 
-func (s *Shell) emit(o Outcome) {
+func (s *Shell) reportOutcome(o Outcome) {
 	s.mu.Lock()
 	d := s.oneShot
 	r := s.rooms[o.RoomID]
@@ -65,9 +65,9 @@ func (s *Shell) emit(o Outcome) {
 		d.count(o.Kind)
 	}
 	if r != nil {
-		r.settled(o) // emit runs on the room's goroutine
+		r.recordOutcome(o) // reportOutcome runs on the room's goroutine
 	}
-	s.logSettled(o)
+	s.logOutcome(o)
 	if o.Kind == DeadLettered && s.cfg.Hooks.DeadLetter != nil {
 		s.cfg.Hooks.DeadLetter(o)
 	}
@@ -76,17 +76,17 @@ func (s *Shell) emit(o Outcome) {
 	}
 }
 
-// settled records an outcome in the room's open delivery. It runs on the
-// room's goroutine, from emit.
-func (r *room) settled(o Outcome) {
+// recordOutcome records an outcome in the room's open delivery. It runs on the
+// room's goroutine, from reportOutcome.
+func (r *room) recordOutcome(o Outcome) {
 	if r.delivery.MessageID == o.MessageID {
 		r.delivery.Outcome, r.delivery.Attempt = o.Kind, o.Attempt
 	}
 }
 
-// logSettled writes the line of a settled delivery, at
+// logOutcome writes the line of a settled delivery, at
 // Config.SettledLogLevel.
-func (s *Shell) logSettled(o Outcome) {
+func (s *Shell) logOutcome(o Outcome) {
 	level := s.cfg.SettledLogLevel
 	if !s.log.Enabled(context.Background(), level) {
 		return

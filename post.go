@@ -17,7 +17,7 @@ import (
 // marks the message processed. Its signal gate commits the message's fate:
 // from the first POST on, a signal no longer retracts the reply, unless
 // the POST provably did not land and would be sent again.
-func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int, rep *Reply) step {
+func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int, rep *Reply) roundEnd {
 	key, isDefault := rep.DedupKey, rep.DedupKey == ""
 	if isDefault {
 		key = DefaultKey(m.ID)
@@ -55,21 +55,21 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 	case failAborted:
 		return r.aborted(ctx, m, attempt, f.err)
 	case failLater:
-		return stepBackoff
+		return endBackoff
 	case failStopped:
-		r.s.emit(Outcome{Kind: Stopped, RoomID: r.id, MessageID: m.ID, Attempt: attempt, DedupKey: key})
-		return stepStopped
+		r.s.reportOutcome(Outcome{Kind: Stopped, RoomID: r.id, MessageID: m.ID, Attempt: attempt, DedupKey: key})
+		return endStopped
 	case failRefused:
 		r.charge(m.ID, f.err)
 		return r.deadLetter(ctx, m, attempt, f.err)
 	case failWait:
-		return stepIdle
+		return endIdle
 	case failSettle:
 		// The cycle is held open until then (see round); when it goes
 		// on, any POST it makes is a POST again.
 		r.settleUntil = f.until
 		cy.resent = true
-		return stepSettle
+		return endSettle
 	default:
 		return r.failed(f.call, f.err)
 	}

@@ -150,7 +150,7 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	if errors.Is(err, ErrSuperseded) {
 		cancelHard(ErrSuperseded)
 	}
-	s.drain(cancelHard)
+	s.shutdown(cancelHard)
 	clean := errors.Is(err, errDrained) || // every room drained: a one-shot run's end
 		(ctx.Err() != nil && errors.Is(err, context.Cause(ctx))) // the caller ended Run
 	if started && !errors.Is(err, errDrained) { // Drain says so itself; a failed start is in err
@@ -312,9 +312,9 @@ func (s *Shell) failRun(err error) {
 	}
 }
 
-// drain waits for the rooms: first as long as ShutdownTimeout allows,
+// shutdown waits for the rooms: first as long as ShutdownTimeout allows,
 // then after cancelling their handlers with ErrShutdown.
-func (s *Shell) drain(cancelHard context.CancelCauseFunc) {
+func (s *Shell) shutdown(cancelHard context.CancelCauseFunc) {
 	done := make(chan struct{})
 	go func() {
 		s.work.Wait()

@@ -14,16 +14,16 @@ import (
 	"github.com/band-once/bandonce/internal/wire"
 )
 
-// settle carries one served message to its fate: claim, handler, guarded
+// deliver carries one served message to its fate: claim, handler, guarded
 // post, mark. The fate is decided after the handler returns, from its
 // result and the cause of any cancellation. A message /next served but
 // that could not be read (unreadable says why) is dead-lettered instead.
-func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, unreadable error) step {
+func (r *room) deliver(fetch, hard context.Context, cy *cycle, m *wire.Message, unreadable error) roundEnd {
 	ledger := r.s.cfg.Ledger
 	pending, err := ledger.AckPending(hard, r.id, m.ID)
 	if err != nil {
 		r.s.ledgerFailed("bandonce: ledger read failed", err, "room", r.id, "message", m.ID)
-		return stepBackoff
+		return endBackoff
 	}
 	if o, ok := r.heldAcks[m.ID]; ok {
 		// Its fate was decided; the mark waited for its sends to settle.
@@ -84,7 +84,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 	var cause error // why the handler's context ended, if it did
 	if !ok {
 		if fetch.Err() != nil {
-			return stepIdle // shutting down: start no handler, mark nothing
+			return endIdle // shutting down: start no handler, mark nothing
 		}
 		hctx, cancel := context.WithCancelCause(hard)
 		defer cancel(nil)
@@ -155,7 +155,7 @@ func claimWithheld(err error) bool {
 }
 
 // claimFailed handles a processing mark Band refused or never answered.
-func (r *room) claimFailed(m *wire.Message, err error) step {
+func (r *room) claimFailed(m *wire.Message, err error) roundEnd {
 	var apiErr *APIError
 	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity {
 		// Band says the message is no longer claimable: a stale serve of
@@ -163,10 +163,10 @@ func (r *room) claimFailed(m *wire.Message, err error) step {
 		// loop if /next keeps serving it.
 		r.s.log.Info("bandonce: /next served a message Band will not claim", "room", r.id, "message", m.ID, "err", err)
 		if r.lastStale == m.ID {
-			return stepBackoff
+			return endBackoff
 		}
 		r.lastStale = m.ID
-		return stepNext
+		return endNext
 	}
 	return r.failed("POST processing", err)
 }
@@ -249,7 +249,7 @@ func abortOf(cause error) core.Abort {
 // aborted ends a cycle that a signal, a shutdown or a supersede cut off.
 // An interrupt consumes the message; everything else leaves it for replay.
 // No failure is charged either way.
-func (r *room) aborted(ctx context.Context, m *wire.Message, attempt int, cause error) step {
+func (r *room) aborted(ctx context.Context, m *wire.Message, attempt int, cause error) roundEnd {
 	delete(r.unsent, m.ID)
 	switch {
 	case errors.Is(cause, ErrInterrupted):
@@ -257,10 +257,10 @@ func (r *room) aborted(ctx context.Context, m *wire.Message, attempt int, cause 
 		return r.ack(ctx, m, attempt, Outcome{Kind: Interrupted})
 	case errors.Is(cause, ErrStopped):
 		r.s.log.Info("bandonce: cycle stopped; leaving the message for replay", "room", r.id, "message", m.ID)
-		r.s.emit(Outcome{Kind: Stopped, RoomID: r.id, MessageID: m.ID, Attempt: attempt})
-		return stepStopped
+		r.s.reportOutcome(Outcome{Kind: Stopped, RoomID: r.id, MessageID: m.ID, Attempt: attempt})
+		return endStopped
 	default:
-		return stepIdle // shutdown or supersede: Run is ending
+		return endIdle // shutdown or supersede: Run is ending
 	}
 }
 
@@ -268,15 +268,15 @@ func (r *room) aborted(ctx context.Context, m *wire.Message, attempt int, cause 
 // message is ack-pending: only the mark is retried, never the handler.
 // While a send of the message may still land, the mark waits (see
 // holdAck).
-func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome) step {
+func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome) roundEnd {
 	o.RoomID, o.MessageID, o.Attempt = r.id, m.ID, attempt
 	ledger := r.s.cfg.Ledger
 	if until := r.s.late.messageSettledAt(r.id, m.ID, r.inherited(m.ID), time.Now()); !until.IsZero() {
 		return r.holdAck(ctx, m, o, until)
 	}
 	if ledger.Durable() {
-		// Written before the mark, so a crash after it settles the next
-		// delivery with the mark alone.
+		// Written before the mark, so a crash after it leaves the next
+		// delivery only the mark to do.
 		if err := ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
 			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
 		}
@@ -288,12 +288,12 @@ func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome)
 		if err := ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
 			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
 		}
-		r.s.emit(Outcome{Kind: AckPending, RoomID: r.id, MessageID: m.ID, Attempt: attempt, DedupKey: o.DedupKey})
+		r.s.reportOutcome(Outcome{Kind: AckPending, RoomID: r.id, MessageID: m.ID, Attempt: attempt, DedupKey: o.DedupKey})
 		return r.failed("POST processed", err)
 	}
 	r.forget(ctx, m.ID)
-	r.s.emit(o)
-	return stepNext
+	r.s.reportOutcome(o)
+	return endNext
 }
 
 // holdAck keeps a message whose fate is decided from being consumed
@@ -304,7 +304,7 @@ func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome)
 // waits without a worker and then marks it processed with o; a durable
 // ledger records the mark as owed, so a crash meanwhile costs the next
 // life the mark alone.
-func (r *room) holdAck(ctx context.Context, m *wire.Message, o Outcome, until time.Time) step {
+func (r *room) holdAck(ctx context.Context, m *wire.Message, o Outcome, until time.Time) roundEnd {
 	if ledger := r.s.cfg.Ledger; ledger.Durable() {
 		if err := ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
 			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
@@ -312,22 +312,22 @@ func (r *room) holdAck(ctx context.Context, m *wire.Message, o Outcome, until ti
 	}
 	r.heldAcks[m.ID] = o
 	r.settleUntil = until
-	return stepSettle
+	return endSettle
 }
 
-// ackOnly settles a message whose fate was decided by an earlier delivery:
+// ackOnly finishes a message whose fate was decided by an earlier delivery:
 // it opens an attempt (processed needs one) and marks it processed.
-func (r *room) ackOnly(ctx context.Context, m *wire.Message, o Outcome) step {
+func (r *room) ackOnly(ctx context.Context, m *wire.Message, o Outcome) roundEnd {
 	mark, err := r.claim(ctx, m)
 	if err != nil {
 		if claimWithheld(err) {
-			return stepStopped // the mark is still owed; it goes after play
+			return endStopped // the mark is still owed; it goes after play
 		}
 		var apiErr *APIError
 		if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity {
 			// Band will not open an attempt: the earlier mark landed.
 			r.forget(ctx, m.ID)
-			return stepNext
+			return endNext
 		}
 		return r.failed("POST processing", err)
 	}
@@ -349,7 +349,7 @@ func (r *room) forget(ctx context.Context, id string) {
 // fail charges one failure and marks the message failed; Band serves it
 // again at the head of the room, and the room holds it (and everything
 // behind it) until its Backoff wait is over.
-func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int, cause error) step {
+func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int, cause error) roundEnd {
 	r.charge(m.ID, cause)
 	failures := r.failures[m.ID].count
 	wait := r.s.cfg.Backoff.wait(r.s.jitter, failures, cause)
@@ -362,8 +362,8 @@ func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 	}
 	r.retryAt = time.Now().Add(wait)
 	r.ctl.hold(m.ID, cy)
-	r.s.emit(Outcome{Kind: Failed, RoomID: r.id, MessageID: m.ID, Attempt: attempt, Err: cause})
-	return stepHeld
+	r.s.reportOutcome(Outcome{Kind: Failed, RoomID: r.id, MessageID: m.ID, Attempt: attempt, Err: cause})
+	return endHeld
 }
 
 // deadLetter gives up on a message: failed with the reason, then a fresh
@@ -372,7 +372,7 @@ func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 // The room is told before the message is consumed: an error event that
 // is still owed keeps the message failed, so its next delivery tells the
 // room again, behind the event's guard.
-func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cause error) step {
+func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cause error) roundEnd {
 	failures := r.failures[m.ID].charged()
 	reason := fmt.Sprintf("dead-lettered after %d failure(s): %v", failures, cause)
 	var perm *PermanentError
