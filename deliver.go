@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/lifecycle"
 	"github.com/band-once/bandonce/internal/wire"
 )
 
@@ -80,7 +80,7 @@ func (r *room) deliver(fetch, hard context.Context, cy *cycle, m *wire.Message, 
 
 	reply, ok := r.unsent[m.ID]
 	var handlerErr error
-	var abort core.Abort
+	var abort lifecycle.Abort
 	var cause error // why the handler's context ended, if it did
 	if !ok {
 		if fetch.Err() != nil {
@@ -106,7 +106,7 @@ func (r *room) deliver(fetch, hard context.Context, cy *cycle, m *wire.Message, 
 		handlerErr = validateReply(reply, r.s.cfg.MaxResponseBytes)
 	}
 	var perm *PermanentError
-	fate := core.Decide(core.Result{
+	fate := lifecycle.Decide(lifecycle.Result{
 		Abort:      abort,
 		Err:        handlerErr,
 		Permanent:  errors.As(handlerErr, &perm),
@@ -115,22 +115,22 @@ func (r *room) deliver(fetch, hard context.Context, cy *cycle, m *wire.Message, 
 		MaxAttempt: r.s.cfg.MaxAttempts,
 	})
 	switch fate {
-	case core.FateConsumeInterrupted:
+	case lifecycle.FateConsumeInterrupted:
 		return r.aborted(hard, m, attempt, ErrInterrupted)
-	case core.FateLeave:
+	case lifecycle.FateLeave:
 		// The handler's own cause: a stop must be reported as one, and
 		// the room told it is stopped.
 		return r.aborted(hard, m, attempt, cause)
-	case core.FatePost:
+	case lifecycle.FatePost:
 		return r.post(hard, cy, m, attempt, reply)
 	}
 	if cause := r.ctl.commit(cy); cause != nil {
 		return r.aborted(hard, m, attempt, cause)
 	}
 	switch fate {
-	case core.FateFail:
+	case lifecycle.FateFail:
 		return r.fail(hard, cy, m, attempt, handlerErr)
-	case core.FateDeadLetter:
+	case lifecycle.FateDeadLetter:
 		r.charge(m.ID, handlerErr)
 		return r.deadLetter(hard, m, attempt, handlerErr)
 	default:
@@ -183,13 +183,13 @@ func validateReply(rep *Reply, maxBody int) error {
 		return Permanent(fmt.Errorf("reply of %d bytes (%d as Band serves it back) exceeds Config.MaxResponseBytes (%d): the guard could not read it back", len(rep.Content), n, maxBody))
 	}
 	if rep.DedupKey != "" {
-		if err := core.ValidateKey(rep.DedupKey); err != nil {
+		if err := lifecycle.ValidateKey(rep.DedupKey); err != nil {
 			return Permanent(err)
 		}
 	}
 	// The body as post1 sends it, with the longest marker any key makes.
 	body, err := json.Marshal(map[string]any{"message": map[string]any{
-		"content":  core.AppendMarker(rep.Content, strings.Repeat("k", core.MaxKeyLen)),
+		"content":  lifecycle.AppendMarker(rep.Content, strings.Repeat("k", lifecycle.MaxKeyLen)),
 		"mentions": mentions(rep.Mentions),
 	}})
 	if err != nil {
@@ -232,18 +232,18 @@ func blank(s string) bool {
 	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) }) == ""
 }
 
-func abortOf(cause error) core.Abort {
+func abortOf(cause error) lifecycle.Abort {
 	switch {
 	case errors.Is(cause, ErrInterrupted):
-		return core.AbortInterrupt
+		return lifecycle.AbortInterrupt
 	case errors.Is(cause, ErrStopped):
-		return core.AbortStop
+		return lifecycle.AbortStop
 	case errors.Is(cause, ErrSuperseded):
-		return core.AbortSupersede
+		return lifecycle.AbortSupersede
 	case errors.Is(cause, ErrShutdown):
-		return core.AbortShutdown
+		return lifecycle.AbortShutdown
 	}
-	return core.NoAbort
+	return lifecycle.NoAbort
 }
 
 // aborted ends a cycle that a signal, a shutdown or a supersede cut off.

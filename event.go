@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/lifecycle"
 )
 
 // EventType is the type of an event: what it reports.
@@ -64,12 +64,12 @@ func validateEvent(ev *Event) error {
 		return Permanent(fmt.Errorf("content is %d characters; Band takes at most %d", n, maxEventContent))
 	}
 	if ev.DedupKey != "" {
-		if err := core.ValidateKey(ev.DedupKey); err != nil {
+		if err := lifecycle.ValidateKey(ev.DedupKey); err != nil {
 			return Permanent(err)
 		}
 	}
-	if _, taken := ev.Metadata[core.MetadataKey]; taken {
-		return Permanent(fmt.Errorf("metadata member %q is reserved for the dedup key; set DedupKey instead", core.MetadataKey))
+	if _, taken := ev.Metadata[lifecycle.MetadataKey]; taken {
+		return Permanent(fmt.Errorf("metadata member %q is reserved for the dedup key; set DedupKey instead", lifecycle.MetadataKey))
 	}
 	if ev.Type == EventAttention {
 		switch ev.Metadata["kind"] {
@@ -78,7 +78,7 @@ func validateEvent(ev *Event) error {
 			return Permanent(errors.New(`an attention event needs metadata "kind": question, assumption, failure or review`))
 		}
 	}
-	raw, err := json.Marshal(withKey(ev.Metadata, strings.Repeat("k", core.MaxKeyLen)))
+	raw, err := json.Marshal(withKey(ev.Metadata, strings.Repeat("k", lifecycle.MaxKeyLen)))
 	if err != nil {
 		return Permanent(fmt.Errorf("metadata does not encode as JSON: %w", err))
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce/band"
-	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/lifecycle"
 )
 
 // Message is one message of a room, as handed to a Handler.
@@ -188,7 +188,7 @@ func (m *Message) Step(ctx context.Context, name string, fn func(ctx context.Con
 	if m.turn == nil {
 		return nil, ErrNotInTurn
 	}
-	if err := core.ValidateKey(name); err != nil {
+	if err := lifecycle.ValidateKey(name); err != nil {
 		return nil, fmt.Errorf("bandonce: step name: %w", Permanent(err))
 	}
 	return m.turn.step(ctx, name, fn)
