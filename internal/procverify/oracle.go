@@ -1,6 +1,7 @@
 package procverify
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -256,6 +257,24 @@ func (t *truth) attribute(room int, p fakeband.Post) *message {
 		}
 	}
 	return best
+}
+
+// fencedSends judges the rule Fenced: one case per change of holder and per
+// request of a replica taken over from, failed by the latter.
+func (t *truth) fencedSends(v *judgement) {
+	s := t.s
+	s.mu.Lock()
+	takeovers, sends := s.takeovers, slices.Clone(s.fenced)
+	s.mu.Unlock()
+	if !s.replicas() {
+		return
+	}
+	for range takeovers {
+		v.Check(Fenced)
+	}
+	for _, f := range sends {
+		v.Fail(Fenced, "replica life %d (pid %d) sent %s after life %d had taken over from it", f.life, f.pid, f.what, f.by)
+	}
 }
 
 func (t *truth) doublePosts(v *judgement) {

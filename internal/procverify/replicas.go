@@ -1,18 +1,12 @@
 package procverify
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/band-once/bandonce/fakeband"
 )
@@ -298,69 +292,6 @@ func (s *sim) terminateReplicas() {
 		s.markGone(l, "terminated")
 		s.terminateOne(l)
 	}
-}
-
-// fencedSends judges the rule Fenced: one case per change of holder and per
-// request of a replica taken over from, failed by the latter.
-func (t *truth) fencedSends(v *judgement) {
-	s := t.s
-	s.mu.Lock()
-	takeovers, sends := s.takeovers, slices.Clone(s.fenced)
-	s.mu.Unlock()
-	if !s.replicas() {
-		return
-	}
-	for range takeovers {
-		v.Check(Fenced)
-	}
-	for _, f := range sends {
-		v.Fail(Fenced, "replica life %d (pid %d) sent %s after life %d had taken over from it", f.life, f.pid, f.what, f.by)
-	}
-}
-
-// database is a PostgreSQL database of one schedule's own.
-type database struct {
-	server, name, url string
-}
-
-// createMu serializes CREATE DATABASE: PostgreSQL refuses to copy
-// template1 while another session copies it.
-var createMu sync.Mutex
-
-// createDatabase makes a fresh database on the server at serverURL.
-func createDatabase(ctx context.Context, serverURL string) (*database, error) {
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		return nil, fmt.Errorf("the PostgreSQL URL does not parse: %w", err)
-	}
-	createMu.Lock()
-	defer createMu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, serverURL)
-	if err != nil {
-		return nil, fmt.Errorf("cannot connect to PostgreSQL to make a schedule's database: %w", err)
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	name := fmt.Sprintf("bandonce_verify_%016x", rand.Uint64())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return nil, fmt.Errorf("cannot create a schedule's database: %w", err)
-	}
-	u.Path = "/" + name
-	return &database{server: serverURL, name: name, url: u.String()}, nil
-}
-
-// drop removes the database, ending any session left in it.
-func (d *database) drop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, d.server)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = conn.Close(ctx) }()
-	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+d.name+" WITH (FORCE)")
-	return err
 }
 
 // replicaEnv is what a replica is told besides agentEnv: the schedule's

@@ -69,8 +69,9 @@ type sim struct {
 	failure  *Violation      // an engine-level violation (lifecycle, quiet)
 	wake     chan struct{}
 
-	// With replicas: the schedule's database, how often the holder
-	// changed, the requests of fenced holders, and the failovers timed.
+	// With replicas: the schedule's database, how often a replica other
+	// than the holder spoke (a change of holder, or a fenced send), the
+	// fenced sends, and the failovers timed.
 	db        *database
 	takeovers int
 	fenced    []fencedSend
