@@ -136,3 +136,15 @@ func TestVerifyReplicasStartsAndRemovesAThrowawayPostgres(t *testing.T) {
 	}
 	assert.Error(t, err, "the throwaway server at %s is stopped", m[1])
 }
+
+// Two copies of an agent that elects no holder both serve: the second one
+// to speak takes over, and the first one's next request is a fenced send.
+func TestVerifyReplicasCatchesAnAgentThatElectsNoHolder(t *testing.T) {
+	dsn := testPostgres(t)
+	bin, agent := bandonceBin(t), flawedBin(t)
+	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-no-socket", "-check", "kill-after-post", "-schedules", "1", "-shrink", "8", "--", agent)
+	code := p.wait(t, 5*time.Minute)
+	out := p.stdout.String()
+	require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+	assert.Regexp(t, `first violation      kill-after-post, seed 1: fenced: replica life \d+ \(pid \d+\) sent .+ after life \d+ had taken over from it`, out)
+}

@@ -360,6 +360,10 @@ func (s *sim) quiet(now time.Time) bool {
 func (s *sim) stuckReason() string {
 	s.mu.Lock()
 	msgs := append([]*message(nil), s.messages...)
+	why := "the system did not go quiet"
+	if h := s.life; s.replicas() && h != nil && h.rep.gone != "" && h.rep.gone != "terminated" {
+		why = fmt.Sprintf("no replica took over from life %d (%s %s before)", h.n, h.rep.gone, time.Since(h.rep.goneAt).Truncate(time.Second))
+	}
 	s.mu.Unlock()
 	var pending []string
 	for _, m := range msgs {
@@ -369,9 +373,9 @@ func (s *sim) stuckReason() string {
 	}
 	sort.Strings(pending)
 	if len(pending) == 0 {
-		return "the system did not go quiet"
+		return why
 	}
-	return "the system did not go quiet: " + strings.Join(pending, ", ")
+	return why + ": " + strings.Join(pending, ", ")
 }
 
 // fail records an engine-level violation; the first one stands.
