@@ -109,6 +109,8 @@ func TestVerifyReplicasRefusesWhatCannotWork(t *testing.T) {
 		{[]string{"-check", "pause-holder", "--", "true"}, "-check pause-holder acts on the holder among replicas: add -replicas 2"},
 		{[]string{"-postgres", "postgres://x@127.0.0.1/db", "--", "true"}, "-postgres is for -replicas"},
 		{[]string{"-replicas", "2", "-lease", "10ms", "--", "true"}, "-lease must be at least 300ms"},
+		{[]string{"-replicas", "2", "-postgres", "postgres://x@127.0.0.1:1/db", "--", "true"}, "could not run: cannot connect to PostgreSQL to make a schedule's database"},
+		{[]string{"-replicas", "2", "-postgres", "host=127.0.0.1 dbname=x", "--", "true"}, "-postgres must be a postgres:// URL"},
 	}
 	for _, c := range cases {
 		p := start(t, nil, bin, append([]string{"verify"}, c.args...)...)

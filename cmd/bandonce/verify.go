@@ -69,6 +69,8 @@ func parseVerify(args []string, stderr io.Writer) (verifyOptions, error) {
 		return o, fmt.Errorf("-replicas must be 0 (one process at a time) or from 2 to %d", maxReplicas)
 	case r == 0 && o.cfg.Postgres != "":
 		return o, errors.New("-postgres is for -replicas: one process at a time needs no database")
+	case o.cfg.Postgres != "" && !strings.HasPrefix(o.cfg.Postgres, "postgres://") && !strings.HasPrefix(o.cfg.Postgres, "postgresql://"):
+		return o, errors.New("-postgres must be a postgres:// URL, as BANDONCE_LEDGER takes it")
 	}
 	if o.cfg.LeaseTime < 300*time.Millisecond {
 		return o, errors.New("-lease must be at least 300ms, as pgledger's is")
