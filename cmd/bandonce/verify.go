@@ -44,6 +44,7 @@ func parseVerify(args []string, stderr io.Writer) (verifyOptions, error) {
 	fs.IntVar(&o.cfg.Parallel, "parallel", 0, "schedules run at once (default min(GOMAXPROCS, 4))")
 	fs.DurationVar(&o.cfg.Grace, "grace", 15*time.Second, "how long the agent has to exit after SIGTERM or a supersede")
 	fs.DurationVar(&o.cfg.ConnectTimeout, "connect-timeout", 30*time.Second, "how long to wait for the agent's first request")
+	fs.DurationVar(&o.cfg.Quiet, "quiet", procverify.DefaultQuiet, "how long the agent may make no progress before it is stalled (above its retry cadence; each failure injected adds as much again)")
 	fs.IntVar(&o.cfg.ShrinkBudget, "shrink", 48, "runs spent shrinking the first violation to a minimal witness")
 	fs.BoolVar(&o.json, "json", false, "print the receipt as JSON")
 	fs.BoolVar(&o.verbose, "v", false, "trace every schedule and show the agent's output on stderr")
@@ -72,7 +73,7 @@ func parseVerify(args []string, stderr io.Writer) (verifyOptions, error) {
 		switch f.Name {
 		case "no-socket", "may-not-reply", "supersede-exit":
 			replay = append(replay, "-"+f.Name)
-		case "grace", "connect-timeout":
+		case "grace", "connect-timeout", "quiet":
 			replay = append(replay, "-"+f.Name+" "+f.Value.String())
 		}
 	})

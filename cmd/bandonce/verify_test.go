@@ -246,10 +246,11 @@ func TestVerifyNamesTheRuleEachFlawBreaks(t *testing.T) {
 	}{
 		{"-ack-first", "kill-before-post", nil, `one-outcome: r\dm\d was marked processed before its reply was posted`, "one-outcome"},
 		{"-quit", "transient-errors", []string{"-shrink", "1"}, `agent-lifecycle: the agent \(life \d+\) exited on its own`, "agent-lifecycle"},
-		{"-one-only", "transient-errors", []string{"-shrink", "1"}, `none-pending: r\dm\d was left "`, "none-pending"},
+		// -quiet 5s: the default waits out a 60 s retry cadence.
+		{"-one-only", "transient-errors", []string{"-shrink", "1", "-quiet", "5s"}, `none-pending: r\dm\d was left "`, "none-pending"},
 		// A mark that never comes leaves its message pending too, which is
 		// judged first; the stall is the quiet rule's.
-		{"-hang-ack", "transient-errors", []string{"-shrink", "1"}, `none-pending: r\dm\d was left "processing"`, "quiet"},
+		{"-hang-ack", "transient-errors", []string{"-shrink", "1", "-quiet", "5s"}, `none-pending: r\dm\d was left "processing"`, "quiet"},
 		{"-no-term", "transient-errors", []string{"-shrink", "1", "-grace", "1s"}, `sigterm: the agent was still running \S+ after SIGTERM`, "sigterm"},
 	} {
 		t.Run(c.flag, func(t *testing.T) {
