@@ -45,6 +45,12 @@ var blindSpots = []hinted{
 		nil, []string{"work after an interrupt", "work went on after an interrupt"}, []string{"every signal"}},
 	{"signals", "a loop that joins agent_control on its first connection only", sockLoop(sockFlaws{controlOnce: true}),
 		nil, []string{"signals unheard after a reconnect"}, []string{"again on every connection"}},
+	{"signals", "a loop that returns on supersede while its rooms still work", sockLoop(sockFlaws{leaveRooms: true}),
+		nil, []string{"work left running"}, []string{"wait for them before returning"}},
+	{"signals", "a loop that skips the room's next message after an interrupt that found no turn", sockLoop(sockFlaws{skipAfterIdle: true}),
+		nil, []string{"an interrupt that found no turn was kept"}, []string{"is then forgotten"}},
+	{"signals", "a loop that acks an interrupted message before it cancels the turn", sockLoop(sockFlaws{ackBeforeCancel: true}),
+		nil, []string{"work after an interrupt"}, []string{"cancel the turn first, then mark the message processed"}},
 
 	// 2. What the room shows, not only keys.
 	{"room", "the answer sent with Send and returned as the Reply too", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
@@ -217,6 +223,7 @@ func TestEveryBlindSpotIsCaughtWithItsDefectAndItsFixNamed(t *testing.T) {
 			require.Len(t, m.Errors(), 1)
 			assert.True(t, containsAny(res.Reason, b.reason), "reason %q names none of %q", res.Reason, b.reason)
 			assert.True(t, containsAny(res.Reason, b.hint), "reason %q hints none of %q", res.Reason, b.hint)
+			assert.NotEmpty(t, res.Witness, "a witness replays it")
 			t.Logf("%s: %s (seed %d)", res.Check, res.Reason, res.FirstViolatingSeed)
 		})
 	}

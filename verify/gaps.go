@@ -14,7 +14,7 @@ import (
 // that need the verifier's records to name their defect.
 func gapVerdict(cfg *config, res proof.Result, o *observation) *verdict {
 	for _, check := range []func(*config, proof.Result, *observation) *verdict{
-		neverConnected, effectKeyChanged, effectKeyTaken, stateSurvived, effectAfterSignal, effectOutlived, effectLost, oracleGaps,
+		neverConnected, effectKeyChanged, effectKeyTaken, stateSurvived, effectAfterSignal, effectOutlived, effectLost, interruptKept, oracleGaps,
 	} {
 		if v := check(cfg, res, o); v != nil {
 			return v
