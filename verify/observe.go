@@ -23,6 +23,11 @@ import (
 // engine's oracle judges the fake's ground truth; these records let the
 // verifier name the defect behind a violation.
 type observation struct {
+	// durable: the Shell adapter's lives share ledger, the schedule's own
+	// (DurableLedger); it is made by the first life that asks.
+	durable bool
+	ledger  bandonce.Ledger
+
 	world *world
 
 	mu sync.Mutex
@@ -130,6 +135,27 @@ func newObservation(plan externalPlan) *observation {
 	o.world.tick = o.ticker
 	return o
 }
+
+// scheduleLedger returns the ledger the schedule's lives share, made on
+// the first call.
+func (o *observation) scheduleLedger() bandonce.Ledger {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ledger == nil {
+		o.ledger = durableMemory{bandonce.NewMemoryLedger()}
+		o.notes[scheduleLedgerNote] = true
+	}
+	return o.ledger
+}
+
+// durableMemory is a MemoryLedger that outlives the schedule's lives, so
+// it says it is durable, as the store it stands in for is.
+type durableMemory struct{ *bandonce.MemoryLedger }
+
+func (durableMemory) Durable() bool { return true }
+
+// scheduleLedgerNote says what DurableLedger shares.
+const scheduleLedgerNote = "DurableLedger: every life of a schedule shared one in-process ledger, as a durable Ledger outlives a crash; a kill here lost none of its records"
 
 func (o *observation) requestsCompleted() int {
 	o.mu.Lock()
