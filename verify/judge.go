@@ -46,16 +46,13 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 	if v := eventTwice(o, res); v != nil {
 		return v
 	}
-	if v := writeTwice(res); v != nil {
+	if v := bandEffectTwice(o, res); v != nil {
 		return v
 	}
 	if v := noticeForAnswered(o, res); v != nil {
 		return v
 	}
 	if v := shownTwice(o, res); v != nil {
-		return v
-	}
-	if v := bandEffectTwice(o); v != nil {
 		return v
 	}
 	if v := controlNotRejoined(o); v != nil {
