@@ -592,7 +592,7 @@ func (s *sim) signalNamed(kind Kind, room int, message string, held bool, name s
 	if kind != Play && !s.cfg.NoSocket {
 		// A life that just started may not have joined its control
 		// topic yet; a signal sent now would be lost for nothing.
-		l.awaitListening(listenWait)
+		s.awaitListening(l)
 	}
 	c := &control{Kind: kind, Room: room, Message: message, Held: held}
 	var err error
@@ -655,7 +655,7 @@ func (s *sim) signalNamed(kind Kind, room int, message string, held bool, name s
 // socket to hear it on; the driver then expects it to exit non-zero.
 func (s *sim) supersede() {
 	l := s.current()
-	if !l.awaitListening(listenWait) {
+	if !s.awaitListening(l) {
 		s.noteNot("a supersede found the agent not listening on its socket")
 		return
 	}
@@ -669,6 +669,16 @@ func (s *sim) supersede() {
 	l.markSuperseded(tick)
 	s.count("supersede")
 	s.trace(fmt.Sprintf("life %d superseded", l.n))
+}
+
+// awaitListening waits for l to listen on its socket: up to listenWait
+// after its first request, which a life starting up may take up to
+// Config.ConnectTimeout to send.
+func (s *sim) awaitListening(l *life) bool {
+	if !s.awaitFirstRequest(l) {
+		return false
+	}
+	return l.awaitListening(listenWait)
 }
 
 // article puts "a" or "an" before the kind's name.
