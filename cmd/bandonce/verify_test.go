@@ -252,6 +252,7 @@ func TestVerifyNamesTheRuleEachFlawBreaks(t *testing.T) {
 		// judged first; the stall is the quiet rule's.
 		{"-hang-ack", "transient-errors", []string{"-shrink", "1", "-quiet", "5s"}, `none-pending: r\dm\d was left "processing"`, "quiet"},
 		{"-no-term", "transient-errors", []string{"-shrink", "1", "-grace", "1s"}, `sigterm: the agent was still running \S+ after SIGTERM`, "sigterm"},
+		{"-remember", "kill-before-post", []string{"-shrink", "1"}, `no-double-write: a memory written twice under key "flawed:mem:[0-9a-f-]+"`, "no-double-write"},
 	} {
 		t.Run(c.flag, func(t *testing.T) {
 			args := append([]string{"verify", "-no-socket", "-check", c.check, "-schedules", "1"}, c.extra...) // a later -schedules wins
