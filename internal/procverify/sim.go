@@ -150,8 +150,9 @@ func newSim(ctx context.Context, cfg *settings, s *Schedule) (*sim, error) {
 	return sm, nil
 }
 
-// fakeSeed is the fake's seed for the run-th run of the run's
-// schedules: a different one for every run.
+// fakeSeed is the fake's seed for the run-th schedule run of a
+// verification (shrinking trials included): a different one for every
+// run, so that no two runs share ids.
 func fakeSeed(s *Schedule, run int64) int64 {
 	return seedrand.Named(s.Seed, fmt.Sprintf("%s#%d", s.Check, run)).Int64()
 }
