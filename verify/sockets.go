@@ -223,10 +223,18 @@ func interruptKept(cfg *config, res proof.Result, o *observation) *verdict {
 			}
 		}
 	}
+	due := map[string]bool{} // labels of the messages drawn to be answered
+	if res.Schedule != nil {
+		for _, e := range res.Schedule.Events {
+			if e.Kind == proof.Say && (e.Spec.Outcome == proof.Reply || e.Spec.Outcome == proof.PanicThenReply) {
+				due[e.Spec.Label] = true
+			}
+		}
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, m := range res.Said {
-		if answered[m.ID] || unmarked[m.RoomID] {
+		if answered[m.ID] || unmarked[m.RoomID] || !due[m.Label] {
 			continue
 		}
 		first := int64(-1)
