@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -198,4 +200,66 @@ func TestTheReceiptListsEveryViolatingSchedule(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(js.Bytes(), &back))
 	assert.Equal(t, rep.ViolatingSchedules, back.Violations)
+}
+
+// The socket watcher reads the fake's frames as they pass to the agent:
+// a correlation id split across two reads is still found, the join of
+// the control topic and the supersede push are noted, and what it carries
+// between reads stays bounded however long a frame is.
+func TestTheSocketWatcherFindsPushesAcrossReads(t *testing.T) {
+	l := &life{}
+	c := &watchedSocket{l: l}
+	c.scan([]byte(`[null,"1","agent_control:a1","phx_reply",{"status":"ok"}]`))
+	assert.True(t, c.joined.Load(), "the control topic's join was answered")
+	frame := `[null,null,"agent_control:a1","agent.control",{"mode":"interrupt","correlation_id":"corr-42"}]`
+	c.scan([]byte(frame[:len(frame)-20]))
+	c.scan([]byte(frame[len(frame)-20:]))
+	assert.True(t, l.waitPush("corr-42", 0), "an id split across two reads")
+	c.scan([]byte(`[null,null,"agent_control:a1","supersede",{}]`))
+	assert.True(t, l.waitPush(supersedeMark, 0))
+	c.scan(bytes.Repeat([]byte("x"), 1<<20))
+	assert.LessOrEqual(t, len(c.carry), maxMark, "what is carried between reads is bounded")
+	assert.False(t, l.waitPush("nope", 0))
+}
+
+// The output kept for the receipt is the last keepLines lines, however
+// much the agent writes.
+func TestTheAgentsOutputKeptIsBounded(t *testing.T) {
+	var echoed []string
+	o := newOutputTail(func(line string) { echoed = append(echoed, line) }, "[life 1] ")
+	for i := range 100 {
+		o.add(fmt.Sprint("line ", i))
+	}
+	close(o.done)
+	lines := o.Lines()
+	require.Len(t, lines, keepLines)
+	assert.Equal(t, "line 99", lines[len(lines)-1])
+	assert.Len(t, echoed, 100)
+	assert.Equal(t, "[life 1] line 0", echoed[0])
+}
+
+// The whole engine against a real process: an unguarded Python poller
+// (cmd/bandonce's testdata) doubles its reply when killed after the POST
+// was applied, and Run names the rule, lists the schedule and shrinks a
+// witness that starts with the message.
+func TestRunCatchesARealAgentThatDoublesItsReply(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed: the Python agent cannot run")
+	}
+	rep, err := Run(t.Context(), Config{
+		Command: []string{python, "../../cmd/bandonce/testdata/unguarded_poller.py"}, NoSocket: true,
+		Checks: []string{"kill-after-post"}, Schedules: 1, ShrinkBudget: 2, Seed: 1,
+	})
+	require.NoError(t, err)
+	assert.False(t, rep.Held)
+	require.Len(t, rep.ViolatingSchedules, 1)
+	assert.Equal(t, NoDoublePost, rep.ViolatingSchedules[0].Rules[0].Rule)
+	require.NotNil(t, rep.First)
+	assert.Equal(t, NoDoublePost, rep.First.Invariant)
+	require.NotEmpty(t, rep.First.Witness)
+	assert.Contains(t, rep.First.Witness[0], "a human says")
+	assert.Positive(t, rep.Faults["kill_after_apply"])
+	assert.Equal(t, 1, rep.Schedules)
+	assert.Contains(t, rep.ViolatingSchedules[0].Replay, "bandonce verify -seed 1 -schedules 1 -check kill-after-post -- ")
 }
