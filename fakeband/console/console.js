@@ -16,6 +16,11 @@ const state = {
 
 const $ = (id) => document.getElementById(id);
 
+// fill replaces node's children with the ones given, leaving out nulls.
+function fill(node, ...children) {
+  node.replaceChildren(...children.filter((c) => c !== null && c !== undefined));
+}
+
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
@@ -466,7 +471,8 @@ function renderFaults() {
   for (const r of f.socket) rules.push(`socket ${r.kind} on ${r.event || "any push"}, ${r.nth ? `push ${r.nth}` : `p=${r.probability}`}`);
   if (f.rate_limit) rules.push(`rate limit ${f.rate_limit.per_second}/s, burst ${f.rate_limit.burst || 1}`);
   const fired = Object.entries(f.fired).sort();
-  box.replaceChildren(
+  fill(
+    box,
     el("p", { text: rules.length ? "Armed:" : "No fault armed." }),
     rules.length ? el("ul", { id: "armed-list" }, ...rules.map((r) => el("li", { text: r }))) : null,
     el("p", { text: fired.length ? "Fired:" : "None fired yet." }),

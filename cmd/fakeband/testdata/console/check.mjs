@@ -178,6 +178,7 @@ await step("arm a lost response on the reply POST: the guard keeps one reply", a
   await expectAttr(life("lost once"), "data-status", "processed");
   await life("lost once").locator("summary").click();
   await life("lost once").locator(`li[data-endpoint="post"][data-outcome="lost"]`).waitFor();
+  await replyTo("lost once").scrollIntoViewIfNeeded();
   await expectAttr(message("lost once"), "data-replies", "1");
   await expectAttr(message("lost once"), "data-posted-twice", "false");
   const n = await replyTo("lost once").count();
@@ -206,6 +207,65 @@ await step("a reply posted twice gets the badge", async () => {
   await shot("posted-twice");
 });
 
+await step("create a room, with unread counts for the others", async () => {
+  await page.getByLabel("Title").fill("support");
+  await page.getByLabel("Owner").selectOption({ label: "ada" });
+  await page.getByRole("button", { name: "Create room" }).click();
+  await page.locator(`#rooms button[data-room="support"][aria-current="true"]`).waitFor();
+  await page.locator(`#members li`, { hasText: "echo (agent, member)" }).waitFor();
+  // Someone speaks in demo while support is open: demo counts it, and echo's answer.
+  await admin("POST", "/say", { room: "demo", text: "meanwhile, in demo" });
+  await page.locator(`#rooms button[data-room="demo"] .unread[data-count="2"]`).waitFor();
+  await shot("rooms");
+});
+
+await step("add and remove a participant", async () => {
+  await page.getByLabel("Add", { exact: true }).selectOption({ label: "Owner (human)" });
+  await page.getByRole("button", { name: "Add participant" }).click();
+  await page.locator(`#members li`, { hasText: "Owner (human, member)" }).waitFor();
+  await page.getByRole("button", { name: "Remove Owner from the room" }).click();
+  await page.locator(`#members li`, { hasText: "Owner (human" }).waitFor({ state: "detached" });
+});
+
+// waitTruth polls the fake's truth until pred holds on it.
+async function waitTruth(what, pred) {
+  const deadline = Date.now() + STEP_TIMEOUT_MS;
+  for (;;) {
+    const t = await admin("GET", "/truth");
+    if (pred(t)) return t;
+    if (Date.now() > deadline) throw new Error(`the truth never showed ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+await step("agent scope: stop, play, interrupt, drop the socket", async () => {
+  const count = (t, kind) => t.events.filter((e) => e.kind === kind).length;
+  const before = await admin("GET", "/truth");
+  await page.getByRole("button", { name: "Stop echo", exact: true }).click();
+  await page.locator(`#agents li[data-agent="echo"] .agent-state`, { hasText: "stopped" }).waitFor();
+  await page.getByRole("button", { name: "Play echo", exact: true }).click();
+  await page.locator(`#agents li[data-agent="echo"] .agent-state`, { hasText: "playing" }).waitFor();
+  await page.getByRole("button", { name: "Interrupt in this room echo" }).click();
+  await page.getByRole("button", { name: "Interrupt everywhere echo" }).click();
+  await waitTruth("two interrupts", (t) => count(t, "interrupt") === count(before, "interrupt") + 2);
+  await page.getByRole("button", { name: "Drop the socket of echo" }).click();
+  await waitTruth("the drop and echo connecting again", (t) => count(t, "drop") === count(before, "drop") + 1 &&
+    t.events.findLastIndex((e) => e.kind === "connect") > t.events.findLastIndex((e) => e.kind === "drop"));
+});
+
+await step("a rate limit shows as armed, and clearing disarms everything", async () => {
+  await page.getByLabel("Rate limit, calls/s").fill("5");
+  await page.getByRole("button", { name: "Set rate limit" }).click();
+  await page.locator("#armed-list li", { hasText: "rate limit 5/s" }).waitFor();
+  await page.getByRole("button", { name: "Clear all faults" }).click();
+  await page.locator("#armed p", { hasText: "No fault armed." }).waitFor();
+  await page.locator(`#fired-list li[data-fault="post/lose_response"]`).waitFor(); // the histogram stays
+  await page.locator(`#rooms button[data-room="demo"]`).focus();
+  await page.keyboard.press("Enter");
+  await page.locator(`#rooms button[data-room="demo"][aria-current="true"]`).waitFor();
+  await page.locator(`#rooms button[data-room="demo"] .unread[data-count="0"]`).waitFor({ state: "attached" });
+});
+
 await step("every control has a label, and the page fits a narrow window", async () => {
   const unlabelled = await page.evaluate(() =>
     [...document.querySelectorAll("input, select, textarea, button")]
@@ -216,8 +276,7 @@ await step("every control has a label, and the page fits a narrow window", async
   await page.setViewportSize({ width: 420, height: 800 });
   const wide = await page.evaluate(() => document.documentElement.scrollWidth);
   if (wide > 420) throw new Error(`the page is ${wide}px wide in a 420px window`);
-  await page.getByRole("button", { name: "Say", exact: true }).scrollIntoViewIfNeeded();
-  await shot("narrow");
+  if (shots) await page.screenshot({ path: join(shots, "console-narrow.png"), fullPage: true });
 });
 
 console.log("PASS: console");
