@@ -31,7 +31,7 @@ import (
 //	DELETE /_admin/contacts      {"agent", "participant"} (Band.RemoveContact)
 //	POST   /_admin/drop       {"agent"} cut the agent's sockets (Band.DropSockets)
 //	POST   /_admin/supersede  {"agent"} supersede them (Band.Supersede)
-//	GET    /_admin/faults     the active fault rules and the fired histogram
+//	GET    /_admin/faults     the active fault rules (with which are spent) and the fired histogram
 //	POST   /_admin/faults     {"request": [Fault...], "socket": [SocketFault...], "rate_limit"?: RateLimit} add rules
 //	DELETE /_admin/faults     remove every rule and the rate limit (Band.ClearFaults)
 //	GET    /_admin/truth      posts, deliveries, marks, executions, events, request counts
@@ -430,16 +430,20 @@ func (b *Band) adminDescription(r *http.Request) (int, any, *Error) {
 }
 
 type faultsJSON struct {
-	Request   []Fault        `json:"request"`
+	Request []Fault `json:"request"`
+	// Spent says, for each request rule, whether it can fire no more: an
+	// Nth rule whose requests have all gone by.
+	Spent     []bool         `json:"spent"`
 	Socket    []SocketFault  `json:"socket"`
 	RateLimit *RateLimit     `json:"rate_limit"` // null: none
 	Fired     map[string]int `json:"fired"`
 }
 
 func (b *Band) faultsLocked() faultsJSON {
-	out := faultsJSON{Request: []Fault{}, Socket: []SocketFault{}, RateLimit: b.rate.limit, Fired: map[string]int{}}
+	out := faultsJSON{Request: []Fault{}, Spent: []bool{}, Socket: []SocketFault{}, RateLimit: b.rate.limit, Fired: map[string]int{}}
 	for _, r := range b.faults.rules {
 		out.Request = append(out.Request, r.Fault)
+		out.Spent = append(out.Spent, r.Nth > 0 && r.seen >= r.Nth+max(r.Count, 1)-1)
 	}
 	for _, r := range b.faults.socket {
 		out.Socket = append(out.Socket, r.SocketFault)

@@ -463,11 +463,12 @@ function renderFaults() {
   const f = state.faults;
   const box = $("armed");
   const rules = [];
-  for (const r of f.request) {
+  f.request.forEach((r, i) => {
     const on = r.nth ? `request ${r.nth}${r.count > 1 ? ` (×${r.count})` : ""}` : `p=${r.probability}`;
     const extra = [r.status ? `status ${r.status}` : "", r.delay ? `delay ${r.delay}` : ""].filter(Boolean).join(", ");
-    rules.push(`${r.kind} on ${r.endpoint || "any agent endpoint"}, ${on}${extra ? `, ${extra}` : ""}`);
-  }
+    const spent = f.spent && f.spent[i] ? " (spent)" : "";
+    rules.push(`${r.kind} on ${r.endpoint || "any agent endpoint"}, ${on}${extra ? `, ${extra}` : ""}${spent}`);
+  });
   for (const r of f.socket) rules.push(`socket ${r.kind} on ${r.event || "any push"}, ${r.nth ? `push ${r.nth}` : `p=${r.probability}`}`);
   if (f.rate_limit) rules.push(`rate limit ${f.rate_limit.per_second}/s, burst ${f.rate_limit.burst || 1}`);
   const fired = Object.entries(f.fired).sort();

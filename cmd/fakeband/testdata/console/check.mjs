@@ -176,6 +176,7 @@ await step("arm a lost response on the reply POST: the guard keeps one reply", a
   await page.getByRole("button", { name: "Say", exact: true }).click();
   await page.locator(`#fired-list li[data-fault="post/lose_response"]`, { hasText: "post/lose_response: 1" }).waitFor();
   await expectAttr(life("lost once"), "data-status", "processed");
+  await page.locator("#armed-list li", { hasText: "lose_response on post, request 1 (spent)" }).waitFor();
   await life("lost once").locator("summary").click();
   await life("lost once").locator(`li[data-endpoint="post"][data-outcome="lost"]`).waitFor();
   await replyTo("lost once").scrollIntoViewIfNeeded();
@@ -216,6 +217,9 @@ await step("create a room, with unread counts for the others", async () => {
   // Someone speaks in demo while support is open: demo counts it, and echo's answer.
   await admin("POST", "/say", { room: "demo", text: "meanwhile, in demo" });
   await page.locator(`#rooms button[data-room="demo"] .unread[data-count="2"]`).waitFor();
+  await page.getByLabel("Message").fill("status, please");
+  await page.getByRole("button", { name: "Say", exact: true }).click();
+  await replyTo("status, please").waitFor();
   await shot("rooms");
 });
 
