@@ -117,6 +117,7 @@ func (b *Band) serveFeed(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	rc := http.NewResponseController(w)
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may serve another request
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

@@ -93,7 +93,8 @@ func (b *Band) endRequest(e *RequestLog) {
 	b.log.n++
 	e.N = b.log.n
 	b.log.add(*e)
-	b.feed.publishLocked(FeedEvent{Seq: b.truth.seq, Kind: FeedRequest, AgentID: e.AgentID, RoomID: e.RoomID, MessageID: e.MessageID, Request: e})
+	published := *e
+	b.feed.publishLocked(FeedEvent{Seq: b.truth.seq, Kind: FeedRequest, AgentID: e.AgentID, RoomID: e.RoomID, MessageID: e.MessageID, Request: &published})
 }
 
 // openMessageLocked is the message whose attempt the agent has open in
