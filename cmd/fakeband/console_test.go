@@ -79,7 +79,7 @@ func TestTheConsoleTalksToEchoInChromium(t *testing.T) {
 	echo := start(t, append(environ(band.env, "BAND_API_KEY", "BAND_BASE_URL", "BAND_WS_URL"), "BANDONCE_SETTLE_WINDOW=500ms"), echoBin)
 
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	check := exec.CommandContext(ctx, node, "check.mjs")
 	check.Dir = consoleJSDir

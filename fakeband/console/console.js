@@ -199,7 +199,22 @@ function onChange(e) {
 
 // ---- rendering ----
 
-function renderRooms() {
+// keepingFocus runs render and, if it replaced the element that had the
+// focus, gives the focus to its replacement (same data-focus-key): a
+// keyboard user's place survives the live updates.
+function keepingFocus(render) {
+  return (...args) => {
+    const active = document.activeElement;
+    const key = active && active.dataset ? active.dataset.focusKey : undefined;
+    render(...args);
+    if (key && !document.body.contains(active)) {
+      const again = document.querySelector(`[data-focus-key="${CSS.escape(key)}"]`);
+      if (again) again.focus();
+    }
+  };
+}
+
+const renderRooms = keepingFocus(function renderRooms() {
   const list = $("rooms");
   list.replaceChildren(
     ...state.rooms.map((r) => {
@@ -216,6 +231,7 @@ function renderRooms() {
             "aria-current": r.id === state.roomId ? "true" : "false",
             "aria-label": label,
             "data-room": r.title,
+            "data-focus-key": "room:" + r.id,
             onclick: () => openRoom(r.id),
           },
           el("span", { text: r.title }),
@@ -225,7 +241,7 @@ function renderRooms() {
       );
     }),
   );
-}
+});
 
 function openRoom(id) {
   if (id === state.roomId) return;
@@ -246,7 +262,7 @@ function execOf(agentId) {
 
 // renderRoomSide draws what depends on the room's members: the heading,
 // the composer's sender and mentions, the agents and participants.
-function renderRoomSide() {
+const renderRoomSide = keepingFocus(function renderRoomSide() {
   const r = currentRoom();
   $("room-heading").textContent = r ? r.title : "No room";
   const members = r ? r.members : [];
@@ -274,7 +290,11 @@ function renderRoomSide() {
       const flags = [stopped.includes(a.id) ? "stopped" : "playing"];
       if (ex && ex.working) flags.push("working");
       const b = (text, label, fn, cls) =>
-        el("button", { type: "button", class: cls, "aria-label": `${label} ${a.name}`, onclick: () => act(`${label} ${a.name}`, fn) }, text);
+        el(
+          "button",
+          { type: "button", class: cls, "aria-label": `${label} ${a.name}`, "data-focus-key": `agent:${a.id}:${text}`, onclick: () => act(`${label} ${a.name}`, fn) },
+          text,
+        );
       return el(
         "li",
         { "data-agent": a.name },
@@ -307,6 +327,7 @@ function renderRoomSide() {
             type: "button",
             class: "danger",
             "aria-label": `Remove ${m.name} from the room`,
+            "data-focus-key": "remove:" + m.id,
             onclick: () => act(`Remove ${m.name}`, () => call("DELETE", "/participants", { room: r.id, participant: m.id })),
           },
           "Remove",
@@ -318,9 +339,9 @@ function renderRoomSide() {
   $("add-who").replaceChildren(...outside.map((p) => el("option", { value: p.id, text: `${p.name} (${p.type === "Agent" ? "agent" : "human"})` })));
   $("add-member").querySelector("button").disabled = !r || outside.length === 0;
   for (const id of ["room-stop", "room-play", "room-interrupt"]) $(id).disabled = !r || agents.length === 0;
-}
+});
 
-function renderMentions() {
+const renderMentions = keepingFocus(function renderMentions() {
   const r = currentRoom();
   const box = $("say-mentions");
   const before = new Map([...box.querySelectorAll("input")].map((i) => [i.value, i.checked]));
@@ -334,7 +355,7 @@ function renderMentions() {
       return el("label", { for: id }, el("input", { type: "checkbox", id, value: m.id, checked }), ` ${m.name}`);
     }),
   );
-}
+});
 
 function renderCreateRoom() {
   const s = state.setup;
@@ -378,7 +399,7 @@ function renderLife(item, life) {
   const key = item.id + "/" + life.agent_id;
   const summary = el(
     "summary",
-    {},
+    { "data-focus-key": "life:" + key },
     `${life.agent_name}: `,
     el("span", { class: "status", "data-status": life.status, text: life.status }),
     ` · ${life.attempts} attempt${life.attempts === 1 ? "" : "s"}`,
@@ -409,7 +430,7 @@ function renderLife(item, life) {
   return d;
 }
 
-function renderTimeline() {
+const renderTimeline = keepingFocus(function renderTimeline() {
   const list = $("timeline");
   const t = state.timeline;
   const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
@@ -457,7 +478,7 @@ function renderTimeline() {
     }),
   );
   if (atBottom) list.scrollTop = list.scrollHeight;
-}
+});
 
 function renderFaults() {
   const f = state.faults;

@@ -26,7 +26,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-const STEP_TIMEOUT_MS = 20000;
+const STEP_TIMEOUT_MS = 60000; // a loaded CI machine; the steps wait for events, never sleep
 const root = (process.env.FAKEBAND_URL || "").replace(/\/$/, "");
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const shots = process.env.SCREENSHOTS || "";
@@ -245,10 +245,15 @@ async function waitTruth(what, pred) {
 await step("agent scope: stop, play, interrupt, drop the socket", async () => {
   const count = (t, kind) => t.events.filter((e) => e.kind === kind).length;
   const before = await admin("GET", "/truth");
-  await page.getByRole("button", { name: "Stop echo", exact: true }).click();
+  // From the keyboard: the focus stays on its button while the page redraws.
+  await page.getByRole("button", { name: "Stop echo", exact: true }).focus();
+  await page.keyboard.press("Enter");
   await page.locator(`#agents li[data-agent="echo"] .agent-state`, { hasText: "stopped" }).waitFor();
-  await page.getByRole("button", { name: "Play echo", exact: true }).click();
+  await page.getByRole("button", { name: "Stop echo", exact: true }).and(page.locator(":focus")).waitFor();
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Enter");
   await page.locator(`#agents li[data-agent="echo"] .agent-state`, { hasText: "playing" }).waitFor();
+  await page.getByRole("button", { name: "Play echo", exact: true }).and(page.locator(":focus")).waitFor();
   await page.getByRole("button", { name: "Interrupt in this room echo" }).click();
   await page.getByRole("button", { name: "Interrupt everywhere echo" }).click();
   await waitTruth("two interrupts", (t) => count(t, "interrupt") === count(before, "interrupt") + 2);
