@@ -41,7 +41,8 @@ const requestLogSize = 4096
 
 // requestLog is a ring of the latest requests. Callers hold b.mu.
 type requestLog struct {
-	on      bool
+	on bool // set by New, never changed
+
 	n       int
 	entries []RequestLog // at most requestLogSize; entries[next] is the oldest once full
 	next    int
@@ -64,11 +65,11 @@ func (l *requestLog) all() []RequestLog {
 // beginRequest opens the log entry of r, or returns nil when the Band
 // keeps no log.
 func (b *Band) beginRequest(ep Endpoint, r *http.Request) *RequestLog {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.log.on {
+	if !b.log.on { // set by New alone: no lock, and no cost, without the admin API
 		return nil
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	e := &RequestLog{Seq: b.truth.seq, Endpoint: ep, Method: r.Method, Path: r.URL.Path,
 		RoomID: r.PathValue("chat_id"), MessageID: r.PathValue("message_id"), Outcome: OutcomeAnswered}
 	if len(e.Path) > 512 {

@@ -27,7 +27,7 @@ const consoleShots = "../../docs/img"
 
 // consoleViews are the screenshots the browser check takes, as
 // docs/img/console-NAME.png.
-var consoleViews = []string{"conversation", "stopped", "lost-response", "posted-twice", "rooms", "narrow"}
+var consoleViews = []string{"conversation", "stopped", "lost-response", "posted-twice", "events", "rooms", "narrow"}
 
 // needBrowser skips the test with the reason, or fails it when
 // BANDONCE_REQUIRE_BROWSER is set (as .ci/run sets it): in CI a missing
@@ -93,7 +93,8 @@ func TestTheConsoleTalksToEchoInChromium(t *testing.T) {
 	for _, step := range []string{
 		"open the console", "say as ada, see echo's reply appear", "press stop, say again: held, nothing answered",
 		"press play: answered once", "arm a lost response on the reply POST: the guard keeps one reply",
-		"a reply posted twice gets the badge", "create a room, with unread counts for the others",
+		"a reply posted twice gets the badge", "an agent's events appear in the timeline, each with its type",
+		"create a room, with unread counts for the others",
 		"add and remove a participant", "agent scope: stop, play, interrupt, drop the socket",
 		"a rate limit shows as armed, and clearing disarms everything",
 		"every control has a label, and the page fits a narrow window",

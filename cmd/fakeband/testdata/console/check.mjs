@@ -208,6 +208,36 @@ await step("a reply posted twice gets the badge", async () => {
   await shot("posted-twice");
 });
 
+await step("an agent's events appear in the timeline, each with its type", async () => {
+  const setup = await admin("GET", "/setup");
+  const echo = setup.agents.find((a) => a.name === "echo");
+  const room = setup.rooms.find((r) => r.title === "demo");
+  const events = [
+    ["thought", "the user wants a tool", { step: 1 }],
+    ["tool_call", "lookup(\"weather\")", { tool: "lookup" }],
+    ["tool_result", "sunny", { tool: "lookup" }],
+    ["error", "the tool was slow", null],
+    ["attention", "a human should look", { kind: "review" }],
+    ["task", "task #1 updated", null],
+  ];
+  for (const [type, content, metadata] of events) {
+    const event = { message_type: type, content };
+    if (metadata) event.metadata = metadata;
+    const resp = await fetch(`${root}/api/v1/agent/chats/${room.id}/events`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": echo.api_key },
+      body: JSON.stringify({ event }),
+    });
+    if (!resp.ok) throw new Error(`POST events (${type}) answered ${resp.status}: ${await resp.text()}`);
+  }
+  for (const [type, content] of events) {
+    await page.locator(`li.item.event[data-type="${type}"] .text`, { hasText: content }).waitFor();
+  }
+  await page.locator(`li.item.event[data-type="tool_call"] .badge.key`, { hasText: '{"tool":"lookup"}' }).waitFor();
+  await page.locator(`li.item.event[data-type="task"]`).scrollIntoViewIfNeeded();
+  await shot("events");
+});
+
 await step("create a room, with unread counts for the others", async () => {
   await page.getByLabel("Title").fill("support");
   await page.getByLabel("Owner").selectOption({ label: "ada" });
