@@ -41,8 +41,7 @@ const requestLogSize = 4096
 
 // requestLog is a ring of the latest requests. Callers hold b.mu.
 type requestLog struct {
-	on bool // set by New, never changed
-
+	on      bool // set by New, never changed
 	n       int
 	entries []RequestLog // at most requestLogSize; entries[next] is the oldest once full
 	next    int
