@@ -204,7 +204,13 @@ func (b *Band) adminTimeline(r *http.Request) (int, any, *Error) {
 		msgs = msgs[out.Earlier:]
 	}
 	seqs := b.seqsLocked(rm)
-	requests := b.log.all()
+	requests := map[deliveryKey][]RequestLog{}
+	for _, q := range b.log.all() {
+		if q.MessageID != "" {
+			k := deliveryKey{q.AgentID, q.MessageID}
+			requests[k] = append(requests[k], q)
+		}
+	}
 	opens := b.openIntervalsLocked(rm)
 	index := map[string]int{}
 	copies := map[[2]string]int{}
@@ -221,14 +227,14 @@ func (b *Band) adminTimeline(r *http.Request) (int, any, *Error) {
 			it.Mentions = append(it.Mentions, nameJSON{ID: mn.p.id, Name: mn.p.name})
 		}
 		if m.sender.isAgent() {
-			it.ReplyTo = replyTarget(rm, m, it.DedupKey, it.Seq, opens[m.sender.id])
+			it.ReplyTo = replyTarget(seqs, m, it.DedupKey, it.Seq, opens[m.sender.id])
 			if it.DedupKey != "" && m.kind == TypeText {
 				it.Copies = copies[[2]string{m.sender.id, it.DedupKey}]
 			}
 		}
 		for _, rid := range m.recipients {
 			if p := b.participants[rid]; p.isAgent() {
-				it.Life = append(it.Life, b.lifeLocked(rm, m, p, requests))
+				it.Life = append(it.Life, b.lifeLocked(rm, m, p, requests[deliveryKey{p.id, m.id}]))
 			}
 		}
 		index[m.id] = len(out.Items)
@@ -245,6 +251,8 @@ func (b *Band) adminTimeline(r *http.Request) (int, any, *Error) {
 	return http.StatusOK, out, nil
 }
 
+// lifeLocked is the agent's life of the message; requests are the
+// agent's requests for it, oldest first.
 func (b *Band) lifeLocked(rm *room, m *message, p *participant, requests []RequestLog) lifeJSON {
 	d := b.deliveries[deliveryKey{p.id, m.id}]
 	l := lifeJSON{AgentID: p.id, AgentName: p.name, Status: d.status, Attempts: d.attempts, Open: d.open,
@@ -256,15 +264,8 @@ func (b *Band) lifeLocked(rm *room, m *message, p *participant, requests []Reque
 			l.Reason = mk.Error
 		}
 	}
-	for _, q := range requests {
-		if q.AgentID == p.id && q.MessageID == m.id {
-			l.RequestsTotal++
-			l.Requests = append(l.Requests, q)
-		}
-	}
-	if n := len(l.Requests); n > maxLifeRequests {
-		l.Requests = l.Requests[n-maxLifeRequests:]
-	}
+	l.RequestsTotal = len(requests)
+	l.Requests = append(l.Requests, requests[max(0, len(requests)-maxLifeRequests):]...)
 	return l
 }
 
@@ -303,13 +304,12 @@ func (b *Band) openIntervalsLocked(rm *room) map[string][]interval {
 // replyTarget is the message an agent's post or event answers: the one
 // its dedup key names (the key is the message id, or ends in ":" and the
 // id, as band-once's and echo's keys do), else the one whose attempt the
-// agent had open when it posted.
-func replyTarget(rm *room, m *message, key string, seq int, opens []interval) string {
+// agent had open when it posted. inRoom holds the room's message ids.
+func replyTarget(inRoom map[string]int, m *message, key string, seq int, opens []interval) string {
 	if key != "" {
-		for _, o := range rm.messages {
-			if o != m && (key == o.id || strings.HasSuffix(key, ":"+o.id)) {
-				return o.id
-			}
+		id := key[strings.LastIndexByte(key, ':')+1:]
+		if _, ok := inRoom[id]; ok && id != m.id {
+			return id
 		}
 	}
 	for _, o := range opens {
