@@ -96,7 +96,7 @@ func TestTheConsoleTalksToEchoInChromium(t *testing.T) {
 		"a reply posted twice gets the badge", "an agent's events appear in the timeline, each with its type",
 		"create a room, with unread counts for the others",
 		"add and remove a participant", "agent scope: stop, play, interrupt, drop the socket",
-		"a rate limit shows as armed, and clearing disarms everything",
+		"fail, delay and a rate limit show as armed, and clearing disarms everything",
 		"every control has a label, and the page fits a narrow window",
 	} {
 		assert.Contains(t, string(out), "ok: "+step+"\n", "step %q", step)

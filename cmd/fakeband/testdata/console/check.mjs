@@ -292,7 +292,21 @@ await step("agent scope: stop, play, interrupt, drop the socket", async () => {
     t.events.findLastIndex((e) => e.kind === "connect") > t.events.findLastIndex((e) => e.kind === "drop"));
 });
 
-await step("a rate limit shows as armed, and clearing disarms everything", async () => {
+await step("fail, delay and a rate limit show as armed, and clearing disarms everything", async () => {
+  // Far enough ahead that they never fire here: only the form is checked.
+  await page.getByLabel("Kind").selectOption("fail_before");
+  await page.getByLabel("Endpoint").selectOption("processed");
+  await page.getByLabel("On request n°").fill("99");
+  await page.getByLabel("Status").fill("500");
+  await page.getByRole("button", { name: "Arm fault" }).click();
+  await page.locator("#armed-list li", { hasText: "fail_before on processed, request 99, status 500" }).waitFor();
+  await page.getByLabel("Kind").selectOption("delay");
+  await page.getByLabel("Endpoint").selectOption("me");
+  await page.getByLabel("Delay").fill("3s");
+  await page.getByRole("button", { name: "Arm fault" }).click();
+  await page.locator("#armed-list li", { hasText: "delay on me, request 99, delay 3s" }).waitFor();
+  const armed = await admin("GET", "/faults");
+  if (armed.request.length !== 3) throw new Error(`${armed.request.length} rules armed, want 3`);
   await page.getByLabel("Rate limit, calls/s").fill("5");
   await page.getByRole("button", { name: "Set rate limit" }).click();
   await page.locator("#armed-list li", { hasText: "rate limit 5/s" }).waitFor();
