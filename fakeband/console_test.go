@@ -355,3 +355,12 @@ func TestTheFeedStreamsChangesToABoundedNumberOfSubscribers(t *testing.T) {
 	resp, _ = openFeed(t, root, nil)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the 17th subscriber")
 }
+
+// In memory (HTTPClient) a response cannot be streamed: the feed answers
+// its hello and ends, rather than holding the request open.
+func TestInMemoryTheFeedAnswersItsHelloAndEnds(t *testing.T) {
+	f := newAdminFixture(t)
+	resp, body := get(t, f.c, fakeband.AdminPrefix+"/feed", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Regexp(t, `^retry: 1000\nevent: hello\ndata: \{"seq":\d+\}\n\n$`, body)
+}

@@ -18,7 +18,8 @@ import (
 // snapshot again and reconnect. At most maxFeedSubscribers streams are open
 // at once (503 feed_full beyond); a write that does not finish within
 // feedWriteTimeout ends the stream; a comment every feedHeartbeat finds
-// clients that went away.
+// clients that went away. Streaming needs a listener (Listen): in memory
+// (HTTPClient) the feed answers its hello and ends.
 const (
 	maxFeedSubscribers = 16
 	feedBuffer         = 256
@@ -124,7 +125,7 @@ func (b *Band) serveFeed(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	send := func(frame string) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(feedWriteTimeout)) // unsupported in memory: the buffer is unbounded there
+		_ = rc.SetWriteDeadline(time.Now().Add(feedWriteTimeout)) // in memory there is none, nor a flush: the stream ends after its hello
 		if _, err := w.Write([]byte(frame)); err != nil {
 			return false
 		}
