@@ -307,9 +307,11 @@ await step("fail, delay and a rate limit show as armed, and clearing disarms eve
   await page.locator("#armed-list li", { hasText: "delay on me, request 99, delay 3s" }).waitFor();
   const armed = await admin("GET", "/faults");
   if (armed.request.length !== 3) throw new Error(`${armed.request.length} rules armed, want 3`);
-  await page.getByLabel("Rate limit, calls/s").fill("5");
+  // Generous enough that echo, resyncing after the drop, is never throttled.
+  await page.getByLabel("Rate limit, calls/s").fill("1000");
+  await page.getByLabel("burst").fill("1000");
   await page.getByRole("button", { name: "Set rate limit" }).click();
-  await page.locator("#armed-list li", { hasText: "rate limit 5/s" }).waitFor();
+  await page.locator("#armed-list li", { hasText: "rate limit 1000/s, burst 1000" }).waitFor();
   await page.getByRole("button", { name: "Clear all faults" }).click();
   await page.locator("#armed p", { hasText: "No fault armed." }).waitFor();
   await page.locator(`#fired-list li[data-fault="post/lose_response"]`).waitFor(); // the histogram stays
