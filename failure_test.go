@@ -231,39 +231,6 @@ func TestHandlerTimeoutCountsAsAFailure(t *testing.T) {
 	})
 }
 
-func TestShutdownLetsHandlersFinishThenCancelsWithErrShutdown(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, 2)
-		quick := w.say(w.rooms[0], "quick")
-		slow := w.say(w.rooms[1], "slow")
-		var cause error
-		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-			d := 2 * time.Second
-			if m.Body() == "slow" {
-				d = time.Hour
-			}
-			select {
-			case <-time.After(d):
-				return echo(ctx, m)
-			case <-ctx.Done():
-				cause = context.Cause(ctx)
-				return nil, cause
-			}
-		})
-		cfg.ShutdownTimeout = 10 * time.Second
-		stop := w.start(cfg)
-		time.Sleep(time.Second) // both handlers are running
-		start := time.Now()
-		require.NoError(t, stop(), "a shutdown the caller asked for is clean")
-		assert.Equal(t, 10*time.Second, time.Since(start), "phase two began at the shutdown timeout")
-		assert.ErrorIs(t, cause, bandonce.ErrShutdown)
-		assert.Equal(t, "processed", w.band.Status(w.agent.ID, quick), "the quick handler finished in the grace period")
-		assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(quick)))
-		assert.Equal(t, "processing", w.band.Status(w.agent.ID, slow), "nothing is marked on shutdown")
-		assert.Zero(t, w.repliesTo(w.rooms[1], bandonce.DefaultKey(slow)))
-	})
-}
-
 func TestRunTwiceAtOnceIsRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 1)
@@ -531,5 +498,45 @@ func TestAGuardThatCannotReadAnOwnPostBackGivesTheMessageUp(t *testing.T) {
 		require.Len(t, reasons, 1)
 		assert.Contains(t, reasons[0], "cannot be read back")
 		assert.Regexp(t, `answer of \d+ bytes exceeds the 65536-byte cap`, reasons[0])
+	})
+}
+
+// Origin: control-semantics.md §6.3 gap G12.
+// A message Band keeps serving though it is settled must not spin the room: a
+// stale /next, and a processed mark that keeps failing. A busy loop would
+// never let virtual time pass; the counts bound the rate.
+func TestNoBusyLoopOnAMessageBandKeepsServing(t *testing.T) {
+	t.Run("stale next", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, 1, 0)
+			room := r.rooms[0]
+			id := r.say(room, "done once")
+			stop := r.run(nil)
+			time.Sleep(time.Second)
+			require.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id))
+			r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointNext, Probability: 1, Kind: fakeband.StaleNext})
+			require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID)) // an interrupt between cycles changes nothing
+			before := r.tap.count("next", room.ID)
+			r.say(room, "wakes the room") // its push sends the room into the stale serves
+			time.Sleep(10 * time.Minute)
+			require.NoError(t, stop())
+			assert.Less(t, r.tap.count("next", room.ID)-before, 400, "at most a few a second: backoff, not a spin")
+			assert.Equal(t, 1, r.h.callsOf(id), "never handled again")
+			assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)))
+		})
+	})
+	t.Run("failing ack", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, 1, time.Hour)
+			room := r.rooms[0]
+			id := r.say(room, "interrupted")
+			stop := r.run(nil)
+			r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessed, Probability: 1, Kind: fakeband.FailBefore, Status: 503})
+			require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+			time.Sleep(10 * time.Minute)
+			require.NoError(t, stop())
+			assert.Less(t, r.tap.count("next", room.ID), 400)
+			assert.Equal(t, 1, r.h.callsOf(id))
+		})
 	})
 }
