@@ -120,7 +120,7 @@ func TestATurnMakesEachAgentAPIWriteOnce(t *testing.T) {
 		room := w.rooms[0]
 		id := w.say(room, "refund order 17")
 		stop := w.start(w.config(boardHandler))
-		settle(10 * time.Second)
+		runFor(10 * time.Second)
 		require.NoError(t, stop())
 		assert.Equal(t, wantBoardWrites(id), boardWrites(t, w, room, id))
 		reqs := w.band.Requests()
@@ -153,7 +153,7 @@ func TestAWriteWhoseAnswerWasLostIsNotMadeAgain(t *testing.T) {
 				id := w.say(room, "refund order 17")
 				w.band.Inject(fakeband.Fault{Endpoint: tc.ep, Nth: tc.nth, Kind: fakeband.LoseResponse})
 				stop := w.start(w.config(boardHandler))
-				settle(10 * time.Second)
+				runFor(10 * time.Second)
 				require.NoError(t, stop())
 				assert.Equal(t, wantBoardWrites(id), boardWrites(t, w, room, id))
 				reqs := w.band.Requests()
@@ -246,7 +246,7 @@ func TestAgentAPIWritesOutsideTheTurnOrBadAreRefused(t *testing.T) {
 			errs <- err
 			return nil, nil
 		}))
-		settle(10 * time.Second)
+		runFor(10 * time.Second)
 		require.NoError(t, stop())
 		for range 5 {
 			err := <-errs

@@ -116,7 +116,7 @@ func TestCrashAtEveryRequestBoundary(t *testing.T) {
 					ids := []string{w.say(w.rooms[0], "a"), w.say(w.rooms[0], "b")}
 					runWithKill(t, w, at, after)
 					stop := w.start(w.config(echo))
-					settle(time.Minute)
+					runFor(time.Minute)
 					require.NoError(t, stop())
 					t.Logf("context reads: %d", w.band.Requests()["context"])
 					for _, id := range ids {

@@ -93,7 +93,7 @@ func TestDurableLedgerSettlesSharedKeysAndRedeliveriesWithoutReading(t *testing.
 		cfg.PollInterval = time.Hour
 		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessed, Nth: 6, Count: 1 << 30, Kind: fakeband.FailBefore, Status: 503})
 		stop := w.start(cfg)
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 		require.NoError(t, ledger.Close())
 		w.band.ClearFaults()
@@ -104,7 +104,7 @@ func TestDurableLedgerSettlesSharedKeysAndRedeliveriesWithoutReading(t *testing.
 		defer ledger.Close()
 		cfg.Ledger = ledger
 		stop = w.start(cfg)
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 
 		for i, id := range ids {
@@ -268,7 +268,7 @@ func TestARestoredOlderLedgerDoesNotDoubleAReply(t *testing.T) {
 				require.NoError(t, err)
 				cfg.Ledger = ledger
 				stop := w.start(cfg)
-				settle(time.Minute)
+				runFor(time.Minute)
 				require.NoError(t, stop())
 				require.NoError(t, ledger.Close())
 				w.band.ClearFaults()
@@ -288,7 +288,7 @@ func TestARestoredOlderLedgerDoesNotDoubleAReply(t *testing.T) {
 				defer ledger.Close()
 				cfg.Ledger = ledger
 				stop = w.start(cfg)
-				settle(time.Minute)
+				runFor(time.Minute)
 				require.NoError(t, stop())
 
 				assert.Equal(t, 1, w.repliesTo(room, key), "not doubled")

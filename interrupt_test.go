@@ -29,7 +29,7 @@ func TestInterruptDuringASlowHandlerPostsNothingAndConsumesTheMessage(t *testing
 		time.Sleep(time.Second)
 		h.setDelay(0)
 		second := w.say(room, "next one")
-		settle(10 * time.Second)
+		runFor(10 * time.Second)
 		require.NoError(t, stop())
 
 		require.Len(t, h.seen(), 1)

@@ -38,7 +38,7 @@ func TestStopLeavesTheMessageAndPlayReplaysInOrder(t *testing.T) {
 		time.Sleep(5 * time.Second)                            // the pushes' probes: 204 behind the gate
 		nextBefore := w.band.Requests()[fakeband.EndpointNext] // before the other room wakes
 		elsewhere := w.say(other, "other room")
-		settle(10 * time.Minute)
+		runFor(10 * time.Minute)
 
 		require.Len(t, h.seen(), 1)
 		assert.ErrorIs(t, h.seen()[0], bandonce.ErrStopped)
@@ -49,7 +49,7 @@ func TestStopLeavesTheMessageAndPlayReplaysInOrder(t *testing.T) {
 			"only the other room's drain (a message, then 204): the stopped room polls nothing but its hourly probe")
 
 		require.NoError(t, w.band.PlayRoom(room.ID))
-		settle(10 * time.Second)
+		runFor(10 * time.Second)
 		require.NoError(t, stop())
 		replies := w.replies(room)
 		require.Len(t, replies, 3)
@@ -88,7 +88,7 @@ func TestAClaimRetriedAfterAStopReachedTheRoomIsNotSent(t *testing.T) {
 		assert.Zero(t, len(w.replies(room)))
 
 		require.NoError(t, w.band.PlayRoom(room.ID))
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
 		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)))

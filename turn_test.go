@@ -98,7 +98,7 @@ func TestATurnSendsEachMessageOnceAndTheReplyLast(t *testing.T) {
 		id := w.say(room, "refund order 17")
 		pay := &charges{}
 		stop := w.start(w.config(turnHandler(pay)))
-		settle(10 * time.Second)
+		runFor(10 * time.Second)
 		require.NoError(t, stop())
 
 		posts := w.replies(room)
@@ -140,7 +140,7 @@ func TestAnEventWhoseAnswerWasLostIsNotPostedAgain(t *testing.T) {
 		id := w.say(room, "refund order 17")
 		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.LoseResponse})
 		stop := w.start(w.config(turnHandler(&charges{})))
-		settle(10 * time.Second)
+		runFor(10 * time.Second)
 		require.NoError(t, stop())
 		assert.Equal(t, map[string]int{bandonce.DefaultKey(id) + ":event:1": 1}, eventKeys(t, w, room))
 		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointEvent], "never re-sent blind")
@@ -237,7 +237,7 @@ func TestAStepRecordedInTheLedgerIsNotRunAgain(t *testing.T) {
 		cfg.Ledger = ledger
 		cfg.MaxAttempts = 3
 		stop := w.start(cfg)
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 
 		mu.Lock()
@@ -277,7 +277,7 @@ func TestStepKeysAreStableAndErrorsRecordNothing(t *testing.T) {
 			return &bandonce.Reply{Content: "paid", Mentions: []string{m.SenderID}}, nil
 		}
 		stop := w.start(w.config(h))
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 		mu.Lock()
 		defer mu.Unlock()
@@ -333,7 +333,7 @@ func TestASendAfterAnInterruptOrAStopSendsNothing(t *testing.T) {
 				} else {
 					require.NoError(t, w.band.StopRoom(room.ID))
 				}
-				settle(10 * time.Second)
+				runFor(10 * time.Second)
 				require.NoError(t, stop())
 
 				mu.Lock()
@@ -371,7 +371,7 @@ func TestASendRefusedAsStoppedReturnsErrStopped(t *testing.T) {
 			return &bandonce.Reply{Content: "done", Mentions: []string{m.SenderID}}, nil
 		}
 		stop := w.start(w.config(h))
-		settle(5 * time.Second)
+		runFor(5 * time.Second)
 		assert.Equal(t, "delivered", w.band.Status(w.agent.ID, id), "stopped before /next served it")
 		require.NoError(t, stop())
 		assert.Empty(t, errs, "a stopped room serves nothing")
@@ -384,7 +384,7 @@ func TestASendRefusedAsStoppedReturnsErrStopped(t *testing.T) {
 			return h(ctx, m)
 		}
 		stop = w.start(w.config(refuse))
-		settle(5 * time.Second)
+		runFor(5 * time.Second)
 		require.NoError(t, stop())
 		mu.Lock()
 		require.Len(t, errs, 1)
@@ -405,7 +405,7 @@ func TestEffectsOutsideTheTurnAreRefused(t *testing.T) {
 			return nil, nil
 		}
 		stop := w.start(w.config(h))
-		settle(5 * time.Second)
+		runFor(5 * time.Second)
 		require.NoError(t, stop())
 		m := <-kept
 		ctx := context.Background()
@@ -440,7 +440,7 @@ func TestBadEffectsAreRejectedBeforeAnyRequest(t *testing.T) {
 			return nil, nil
 		}
 		stop := w.start(w.config(h))
-		settle(5 * time.Second)
+		runFor(5 * time.Second)
 		require.NoError(t, stop())
 		require.Len(t, errs, 7)
 		for i, err := range errs {
