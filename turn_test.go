@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -154,53 +153,24 @@ func TestAnEventWhoseAnswerWasLostIsNotPostedAgain(t *testing.T) {
 // send and the reply are in the room once, the message is processed, and
 // the payment API saw one idempotency key.
 func TestCrashAtEveryRequestBoundaryOfATurn(t *testing.T) {
-	for _, durable := range []bool{false, true} {
-		var total int
-		synctest.Test(t, func(t *testing.T) {
-			w := newWorld(t, 1)
-			w.say(w.rooms[0], "refund order 17")
-			total = runConfigWithKill(t, w, w.config(turnHandler(&charges{})), -1, false)
-		})
-		require.GreaterOrEqual(t, total, 9, "me, chats, next, processing, an event, 3 posts, processed")
-		for at := 1; at <= total; at++ {
-			for _, after := range []bool{false, true} {
-				t.Run(fmt.Sprintf("durable=%v request %d after=%v", durable, at, after), func(t *testing.T) {
-					path := filepath.Join(t.TempDir(), "agent.ledger")
-					synctest.Test(t, func(t *testing.T) {
-						w := newWorld(t, 1)
-						room := w.rooms[0]
-						id := w.say(room, "refund order 17")
-						pay := &charges{}
-						life := func(at int) {
-							cfg := w.config(turnHandler(pay))
-							if durable {
-								ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
-								require.NoError(t, err)
-								defer ledger.Close()
-								cfg.Ledger = ledger
-							}
-							runConfigWithKill(t, w, cfg, at, after)
-						}
-						life(at)
-						life(-1)
-						for _, key := range turnKeys(id) {
-							assert.Equal(t, 1, w.repliesTo(room, key), key)
-						}
-						assert.Len(t, w.replies(room), 3)
-						assert.Equal(t, map[string]int{bandonce.DefaultKey(id) + ":event:1": 1}, eventKeys(t, w, room))
-						assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
-						calls := pay.snapshot()
-						assert.Len(t, calls, 1, "one idempotency key for the step at every delivery")
-						if durable {
-							for _, n := range calls {
-								assert.Equal(t, 1, n, "the durable journal kept the step from running again")
-							}
-						}
-					})
-				})
+	crashAtEveryRequestOfATurn(t, 9, "me, chats, next, processing, an event, 3 posts, processed", func() (bandonce.Handler, turnCheck) {
+		pay := &charges{}
+		return turnHandler(pay), func(t *testing.T, w *world, room fakeband.Room, id string, durable bool) {
+			for _, key := range turnKeys(id) {
+				assert.Equal(t, 1, w.repliesTo(room, key), key)
+			}
+			assert.Len(t, w.replies(room), 3)
+			assert.Equal(t, map[string]int{bandonce.DefaultKey(id) + ":event:1": 1}, eventKeys(t, w, room))
+			assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+			calls := pay.snapshot()
+			assert.Len(t, calls, 1, "one idempotency key for the step at every delivery")
+			if durable {
+				for _, n := range calls {
+					assert.Equal(t, 1, n, "the durable journal kept the step from running again")
+				}
 			}
 		}
-	}
+	})
 }
 
 // A step recorded in the durable ledger is not run again on a
@@ -493,28 +463,13 @@ func TestCrashAtEveryLedgerWriteOfATurn(t *testing.T) {
 					id := w.say(room, "refund order 17")
 					pay := &charges{}
 
+					lifeWithDyingLedger(t, w, path, at, after, func(dying *dyingLedger) bandonce.Handler {
+						return turnHandler(aliveCharges{pay, dying.isDead})
+					})
+
 					ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
 					require.NoError(t, err)
-					ks := &killSwitch{next: w.band.HTTPClient().Transport, at: -1}
-					dying := &dyingLedger{Ledger: ledger, at: at, after: after, kill: ks.killNow}
-					cfg := w.config(turnHandler(aliveCharges{pay, dying.isDead}))
-					cfg.Ledger = dying
-					cfg.HTTPClient = &http.Client{Transport: ks}
-					s, err := bandonce.New(cfg)
-					require.NoError(t, err)
-					ctx, cancel := contextWithCancel()
-					ks.kill = cancel
-					done := make(chan error, 1)
-					go func() { done <- s.Run(ctx) }()
-					time.Sleep(20 * time.Second)
-					cancel()
-					<-done
-					require.NoError(t, ledger.Close())
-					require.True(t, dying.dead, "the crash happened")
-
-					ledger, err = boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
-					require.NoError(t, err)
-					cfg = w.config(turnHandler(pay))
+					cfg := w.config(turnHandler(pay))
 					cfg.Ledger = ledger
 					runConfigWithKill(t, w, cfg, -1, false)
 					require.NoError(t, ledger.Close())
