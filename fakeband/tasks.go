@@ -242,12 +242,9 @@ func (b *Band) serveTasks(c *call) reply {
 			all = append(all, t)
 		}
 	}
-	start := 0
-	if cur := q.Get("cursor"); cur != "" {
-		var ok bool
-		if start, ok = decodeCursor(cur, len(all)); !ok {
-			return errReply(unprocessable("invalid_cursor", "cursor is invalid", "/cursor", "is invalid"))
-		}
+	start, bad := cursorStart(q, len(all))
+	if bad != nil {
+		return errReply(bad)
 	}
 	items := []taskJSON{}
 	for _, t := range all[start:min(start+limit, len(all))] {
@@ -297,12 +294,9 @@ func (b *Band) serveTaskHistory(c *call) reply {
 	if t == nil {
 		return errReply(notFound("task"))
 	}
-	start := 0
-	if cur := q.Get("cursor"); cur != "" {
-		var ok bool
-		if start, ok = decodeCursor(cur, len(t.history)); !ok {
-			return errReply(unprocessable("invalid_cursor", "cursor is invalid", "/cursor", "is invalid"))
-		}
+	start, bad := cursorStart(q, len(t.history))
+	if bad != nil {
+		return errReply(bad)
 	}
 	items := slices.Clone(t.history[start:min(start+limit, len(t.history))])
 	return reply{status: http.StatusOK, data: items, meta: cursorPage(start, limit, len(t.history))}
