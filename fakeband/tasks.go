@@ -159,6 +159,20 @@ func (b *Band) renderTask(t *task, history bool) taskJSON {
 	return j
 }
 
+// pathTaskLocked is the task the call's path names ({chat_id}, {id}), and
+// its room, which the caller must be a member of.
+func (b *Band) pathTaskLocked(c *call) (*room, *task, *Error) {
+	r, err := b.memberRoom(c.r.PathValue("chat_id"), c.who)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := b.taskLocked(r, c.r.PathValue("id"))
+	if t == nil {
+		return nil, nil, notFound("task")
+	}
+	return r, t, nil
+}
+
 func (b *Band) taskLocked(r *room, ref string) *task {
 	for _, t := range b.tasks[r.id] {
 		if t.ID == ref || strconv.Itoa(t.Number) == ref {
@@ -266,13 +280,9 @@ func cursorPage(start, limit, total int) cursorMetaJSON {
 func (b *Band) serveTask(c *call) reply {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r, err := b.memberRoom(c.r.PathValue("chat_id"), c.who)
+	_, t, err := b.pathTaskLocked(c)
 	if err != nil {
 		return errReply(err)
-	}
-	t := b.taskLocked(r, c.r.PathValue("id"))
-	if t == nil {
-		return errReply(notFound("task"))
 	}
 	return okReply(http.StatusOK, b.renderTask(t, c.r.URL.Query().Get("include") == "history"))
 }
@@ -286,13 +296,9 @@ func (b *Band) serveTaskHistory(c *call) reply {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r, err := b.memberRoom(c.r.PathValue("chat_id"), c.who)
+	_, t, err := b.pathTaskLocked(c)
 	if err != nil {
 		return errReply(err)
-	}
-	t := b.taskLocked(r, c.r.PathValue("id"))
-	if t == nil {
-		return errReply(notFound("task"))
 	}
 	start, bad := cursorStart(q, len(t.history))
 	if bad != nil {
@@ -334,13 +340,9 @@ func (b *Band) serveUpdateTask(c *call) reply {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r, err := b.memberRoom(c.r.PathValue("chat_id"), c.who)
+	r, t, err := b.pathTaskLocked(c)
 	if err != nil {
 		return errReply(err)
-	}
-	t := b.taskLocked(r, c.r.PathValue("id"))
-	if t == nil {
-		return errReply(notFound("task"))
 	}
 	work := body.Status != nil || body.ActiveForm != nil || body.Comment != nil || body.Subject != nil || body.Detail != nil || body.LinkedNativeID != nil
 	if work && t.State != "active" && !(body.State != nil && *body.State == "active") {
