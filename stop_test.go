@@ -155,8 +155,8 @@ func TestStopSetsTheRoomStoppedAndCancelsTheHandler(t *testing.T) {
 // Origin: control-semantics.md §5.1.8 (Python interrupt suite).
 // The stop here comes before the platform's gate closes (its push outran the
 // gate), so for a moment only the shell's own flag keeps the handler from
-// running: the room does not probe until the stop has settled, and by then the
-// gate is closed.
+// running: the room does not probe until the stop's grace is over, and by
+// then the gate is closed.
 func TestAStoppedRoomStartsNoHandlerForANewMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, 1, 0)
@@ -223,7 +223,7 @@ func TestStopDuringABacklogLeavesTheCurrentMessageAndTheRestUntouched(t *testing
 // Origin: control-semantics.md §5.1.15 (Python interrupt suite), §6.1 review finding (g).
 // A stop mid-drain ends the drain. The stop's push comes before the platform's
 // gate closes, so /next would serve the stopped message again if the room
-// asked before the stop has settled.
+// asked before the stop's grace is over.
 func TestStopMidDrainDoesNotFetchTheStoppedMessageAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, 1, time.Minute)
