@@ -12,10 +12,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/band-once/bandonce"
-	"github.com/band-once/bandonce/fakeband"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
 )
 
 // Origin: control-semantics.md §5.1.12 (Python interrupt suite).

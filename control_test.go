@@ -10,10 +10,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/band-once/bandonce"
-	"github.com/band-once/bandonce/fakeband"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
 )
 
 // Origin: control-semantics.md §5.3.3 (Python bridge suite), §5.3.4 (Python bridge suite).

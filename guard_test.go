@@ -11,10 +11,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/band-once/bandonce"
-	"github.com/band-once/bandonce/fakeband"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
 )
 
 // postThenCrash runs a shell until the reply of the room's last message is

@@ -10,10 +10,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/band-once/bandonce"
-	"github.com/band-once/bandonce/fakeband"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
 )
 
 // Origin: band-once 0.1's defect 7 (band-once-python.md).
