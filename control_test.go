@@ -17,7 +17,7 @@ import (
 	"github.com/band-once/bandonce/fakeband"
 )
 
-// Origin: control-semantics.md §5.3.3 (Python bridge suite), §5.3.4 (Python bridge suite).
+// Origin: control-semantics.md §5.3.3, §5.3.4 (Python bridge suite).
 // The handler in flight returns a reply after the signal; nothing is posted,
 // not even attempted.
 func TestASignalDropsTheReplyOfTheHandlerInFlight(t *testing.T) {
