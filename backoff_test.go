@@ -361,8 +361,14 @@ func TestTheDefaultBackoffRidesOutAnOutageOfMinutes(t *testing.T) {
 			h := newAttemptLog(true)
 			cfg := w.config(h.handle)
 			cfg.Retry.Seed = seed + 1
+			began := time.Now()
 			stop := startOnce(w, cfg)
-			time.Sleep(time.Hour)
+			for w.band.Status(w.agent.ID, id) != fakeband.StatusProcessed && time.Since(began) < time.Hour {
+				time.Sleep(10 * time.Second) // virtual: until the tenth failure dead-letters it
+			}
+			// Longer than any wait the backoff or a Retry-After can ask
+			// for: an eleventh attempt would show.
+			time.Sleep(10 * time.Minute)
 			require.NoError(t, stop())
 			gaps := h.gaps(id)
 			require.Len(t, gaps, 9, "ten attempts by default")
