@@ -26,7 +26,11 @@ type Options struct {
 	// "bandonce". Lower-case letters, digits and underscores.
 	Schema string
 	// Holder names this process in the lease table and the logs. Empty
-	// means "hostname:pid".
+	// means "hostname:pid". It must be this process's alone: a process
+	// takes a lease its own Holder holds at once (the answer to its
+	// acquisition was lost), so two processes sharing one would take the
+	// lease from each other at every poll (fenced, so never both writing,
+	// but neither leading for long).
 	Holder string
 	// LeaseTime is how long a lease lasts unless renewed: how long a
 	// standby waits after the holder stops renewing. The holder renews

@@ -45,8 +45,9 @@ func New(now func() time.Time) *DB {
 
 func (db *DB) clock() time.Time { return db.now().Truncate(time.Microsecond) }
 
-// Acquire takes agent's lease for holder, for d, if there is none or it
-// has run out (expires_at <= now()), and returns the new epoch; 0 when
+// Acquire takes agent's lease for holder, for d, if there is none, it
+// has run out (expires_at <= now()), or holder holds it already (the
+// answer to its acquisition was lost), and returns the new epoch; 0 when
 // another holder's lease is still current.
 func (db *DB) Acquire(agent, holder string, d time.Duration) int64 {
 	db.mu.Lock()
@@ -57,7 +58,7 @@ func (db *DB) Acquire(agent, holder string, d time.Duration) int64 {
 	case l == nil:
 		l = &lease{}
 		db.leases[agent] = l
-	case l.expiresAt.After(now):
+	case l.expiresAt.After(now) && l.holder != holder:
 		return 0
 	}
 	l.epoch++

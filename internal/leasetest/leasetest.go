@@ -112,9 +112,24 @@ var checks = []struct {
 		assert.Equal(t, "b", holder)
 		assert.Equal(t, int64(2), epoch)
 	}},
+	{"the holder of a current lease takes it again with the next epoch", "again", func(t *testing.T, ctx context.Context, s Store, agent string) {
+		// The answer to its first acquisition was lost: it asks again.
+		_, err := s.Acquire(ctx, agent, "a", long)
+		require.NoError(t, err)
+		e, err := s.Acquire(ctx, agent, "a", long)
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), e, "its own lease is not a reason to wait a lease time")
+		held, err := s.SetKey(ctx, agent, 1, 0, "r", "k", bandonce.KeyIntent)
+		require.NoError(t, err)
+		assert.False(t, held, "the term it lost track of is fenced")
+		other, err := s.Acquire(ctx, agent, "b", long)
+		require.NoError(t, err)
+		assert.Zero(t, other, "another holder still waits")
+	}},
 	{"a renewal extends the current epoch's lease", "renew", func(t *testing.T, ctx context.Context, s Store, agent string) {
 		_, err := s.Acquire(ctx, agent, "a", short)
 		require.NoError(t, err)
+		ranOut(t, ctx, s, agent)
 		e, err := s.Acquire(ctx, agent, "a", time.Minute)
 		require.NoError(t, err)
 		ok, err := s.Renew(ctx, agent, e, long)
