@@ -316,3 +316,14 @@ func TestAnAcquisitionWhoseAnswerWasLostCostsAPollNotALease(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, got, "another holder still waits for the lease")
 }
+
+// The prover's replicas found it (issue 28): with a standby asking every
+// tenth of the lease, a graceful hand-over under the 10 s default lease
+// took up to a second, one poll. The default poll is now a twentieth.
+func TestAStandbyAsksTwentyTimesALeaseByDefault(t *testing.T) {
+	db := newTestDB(t)
+	o := db.opts(testAgent, "a")
+	o.LeaseTime = 10 * time.Second
+	s := db.open(t, o)
+	assert.Equal(t, 500*time.Millisecond, s.opts.PollInterval, "a hand-over takes at most a poll: under a second")
+}
