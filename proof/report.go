@@ -195,6 +195,9 @@ func describeFailure(t *testing.T, cfg RunConfig, bad *Result) *Failure {
 	if small.Durable {
 		ledger = "a durable ledger kept across lives"
 	}
+	if small.Replicas >= 2 {
+		ledger = fmt.Sprintf("%d replicas sharing one leased ledger, clock skews %v ppm", small.Replicas, small.Skew)
+	}
 	f.Setting = fmt.Sprintf("%d room(s), %s", small.Rooms, ledger)
 	for _, e := range small.Events {
 		f.Witness = append(f.Witness, e.String())

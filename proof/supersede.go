@@ -77,17 +77,19 @@ func (l *life) workAfterSupersede() fakeband.Endpoint {
 // whether the schedule must go on to see it stop: a schedule never ends
 // with a superseded agent still running and no verdict on it.
 func (s *sim) checkSuperseded(now time.Time) (waiting bool) {
-	l := s.life
-	heard, at := l.supersedeHeard()
-	if !heard || l.exited() {
-		return false
+	for _, l := range s.slots {
+		heard, at := l.supersedeHeard()
+		if !heard || l.exited() {
+			continue
+		}
+		if now.Sub(at) > supersedeGrace && s.failure == nil {
+			s.failure = &Violation{Invariant: SupersedeStops, Reason: fmt.Sprintf(
+				"the agent kept running %s after it was superseded (life %d): it must stop when another connection takes over", supersedeGrace, l.n)}
+			return false
+		}
+		waiting = true
 	}
-	if now.Sub(at) > supersedeGrace && s.failure == nil {
-		s.failure = &Violation{Invariant: SupersedeStops, Reason: fmt.Sprintf(
-			"the agent kept running %s after it was superseded (life %d): it must stop when another connection takes over", supersedeGrace, l.n)}
-		return false
-	}
-	return true
+	return waiting
 }
 
 // signals lists the control signals sent and the supersedes heard, for
