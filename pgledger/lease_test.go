@@ -327,3 +327,20 @@ func TestAStandbyAsksTwentyTimesALeaseByDefault(t *testing.T) {
 	s := db.open(t, o)
 	assert.Equal(t, 500*time.Millisecond, s.opts.PollInterval, "a hand-over takes at most a poll: under a second")
 }
+
+// The prover's replicas found it (issue 28): a holder whose clock ran
+// slow counted its lease as held after the database had let it run out
+// and a standby had taken over, and sent to Band meanwhile (a holder at
+// 0.64% slow, woken from a pause 5 ms after the takeover, with 60 ms
+// left by its clock). The holder now counts its lease MaxClockSkew
+// shorter than the database does.
+func TestAHolderCountsItsLeaseShorterThanTheDatabaseByTheSkewBound(t *testing.T) {
+	db := newTestDB(t)
+	o := db.opts(testAgent, "a")
+	o.LeaseTime = time.Minute
+	s := db.open(t, o)
+	ls, err := s.campaign(context.Background())
+	require.NoError(t, err)
+	// left only shrinks as time passes: a slow machine cannot fail this.
+	assert.LessOrEqual(t, ls.left(), time.Minute-time.Duration(float64(time.Minute)*MaxClockSkew))
+}

@@ -29,7 +29,7 @@ type ReplicaConfig struct {
 
 // MaxSkewPPM bounds the clock-rate skew between a replica and the
 // ledger's database that the prover draws, and that the lease's client
-// allows for: 1%.
+// allows for: 1%, pgledger.MaxClockSkew.
 const MaxSkewPPM = 10_000
 
 // ReplicaAgent is the prover's agent for schedules with replicas: every
@@ -144,6 +144,12 @@ func (c *leaseClient) call(ctx context.Context, op string, f func()) error {
 	return c.env.LedgerCall(ctx, op, f)
 }
 
+// heldFor is pgledger's Store.heldFor: the lease less what a clock
+// running MaxSkewPPM slow would add to it.
+func (c *leaseClient) heldFor() time.Duration {
+	return c.lease - time.Duration(float64(c.lease)*MaxSkewPPM/1e6)
+}
+
 // replicaLease is one acquisition, as this life sees it (pgledger's
 // lease), by its own clock.
 type replicaLease struct {
@@ -197,7 +203,7 @@ func (c *leaseClient) campaign(ctx context.Context) (*replicaLease, error) {
 		var epoch int64
 		err := c.call(ctx, "acquire", func() { epoch = c.db.Acquire(replicaAgentID, c.holder, c.lease) })
 		if err == nil && epoch > 0 {
-			return &replicaLease{epoch: epoch, clock: c.clock, deadline: sent.Add(c.lease)}, nil
+			return &replicaLease{epoch: epoch, clock: c.clock, deadline: sent.Add(c.heldFor())}, nil
 		}
 		wait := c.poll
 		if err == nil {
@@ -273,7 +279,7 @@ func (c *leaseClient) keep(ctx context.Context, ls *replicaLease, cancel context
 		rcancel()
 		switch {
 		case err == nil && renewed:
-			ls.extend(sent.Add(c.lease))
+			ls.extend(sent.Add(c.heldFor()))
 			if reason := ls.short(0); reason != "" {
 				lose(reason)
 				return

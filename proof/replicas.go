@@ -125,6 +125,14 @@ func (r *replicaState) equip(env *Env, l *life, g *gate) {
 // leading records that l leads under epoch (0: it stopped).
 func (r *replicaState) leading(l *life, epoch int64) {
 	l.leading.Store(epoch)
+	if epoch > 0 {
+		// A new term runs a new shell: a supersede the last one heard
+		// (and stopped for) is not this one's.
+		sp := &l.supersede
+		sp.mu.Lock()
+		sp.heard, sp.at, sp.tick, sp.keptWorking = false, time.Time{}, 0, ""
+		sp.mu.Unlock()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.latest = max(r.latest, epoch)
@@ -217,7 +225,8 @@ func (r *replicaState) apply(ev Event) {
 		if h == nil {
 			return // nobody leads: nothing to pause
 		}
-		h.pausedUntil.Store(time.Now().Add(ev.Delay).UnixNano())
+		// A pause of a paused holder can only make it longer.
+		h.pausedUntil.Store(max(h.pausedUntil.Load(), time.Now().Add(ev.Delay).UnixNano()))
 		s.faults["pause_holder"]++
 		if ev.Delay > r.lease {
 			s.faults["pause_past_lease"]++

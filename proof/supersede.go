@@ -30,7 +30,13 @@ func (l *life) noteSupersedeHeard() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.heard {
-		s.heard, s.at, s.tick = true, time.Now(), l.order.next()
+		// A paused process (Pause) reads its socket once it wakes: the
+		// grace it has to stop runs from then.
+		at := time.Now()
+		if wake := time.Unix(0, l.pausedUntil.Load()); wake.After(at) {
+			at = wake
+		}
+		s.heard, s.at, s.tick = true, at, l.order.next()
 	}
 }
 
@@ -79,8 +85,8 @@ func (l *life) workAfterSupersede() fakeband.Endpoint {
 func (s *sim) checkSuperseded(now time.Time) (waiting bool) {
 	for _, l := range s.slots {
 		heard, at := l.supersedeHeard()
-		if !heard || l.exited() {
-			continue
+		if !heard || l.exited() || (s.reps != nil && l.leading.Load() == 0) {
+			continue // it stopped (a replica: it stopped leading and stands by)
 		}
 		if now.Sub(at) > supersedeGrace && s.failure == nil {
 			s.failure = &Violation{Invariant: SupersedeStops, Reason: fmt.Sprintf(
