@@ -23,8 +23,8 @@ type ReplicaConfig struct {
 	LeaseTime time.Duration
 
 	// Broken variants, for the prover's self-tests.
-	unfencedTransport bool // the holder sends to Band without checking its lease
-	unfencedLedger    bool // the holder's ledger writes without checking its lease, and the model does not fence
+	ignoreLease bool // the holder checks its lease nowhere: no fence on sends or writes, no stop when it is lost
+	noFencing   bool // ignoreLease, on a model that does not fence writes either
 }
 
 // MaxSkewPPM bounds the clock-rate skew between a replica and the
@@ -49,7 +49,8 @@ const MaxSkewPPM = 10_000
 func ReplicaAgent(cfg ReplicaConfig) func(*Schedule) (Factory, func()) {
 	return func(s *Schedule) (Factory, func()) {
 		db := leasemodel.New(time.Now)
-		db.NoFencing = cfg.unfencedLedger
+		db.NoFencing = cfg.noFencing
+		cfg.ignoreLease = cfg.ignoreLease || cfg.noFencing
 		return func() Agent {
 			return func(ctx context.Context, env Env) error {
 				skew := 0
@@ -236,7 +237,7 @@ func (c *leaseClient) hold(ctx context.Context, ls *replicaLease) (lost bool, er
 	c.env.Leading(ls.epoch)
 	env := c.env
 	var rt http.RoundTripper = env.HTTPClient.Transport
-	if !c.cfg.unfencedTransport {
+	if !c.cfg.ignoreLease {
 		rt = &leaseTransport{ls: ls, base: rt}
 	}
 	env.HTTPClient = &http.Client{Transport: env.Awake(rt)}
@@ -260,7 +261,9 @@ func (c *leaseClient) keep(ctx context.Context, ls *replicaLease, cancel context
 	defer timer.Stop()
 	lose := func(reason string) {
 		ls.end(reason)
-		cancel(fmt.Errorf("%w: %s", errReplicaLeaseLost, reason))
+		if !c.cfg.ignoreLease {
+			cancel(fmt.Errorf("%w: %s", errReplicaLeaseLost, reason))
+		}
 	}
 	for {
 		select {
@@ -334,7 +337,7 @@ func (l *replicaLedger) read(ctx context.Context, op string, f func(bandonce.Led
 }
 
 func (l *replicaLedger) write(ctx context.Context, op string, margin time.Duration, f func(bandonce.Ledger) error) error {
-	if !l.c.cfg.unfencedLedger {
+	if !l.c.cfg.ignoreLease {
 		if reason := l.ls.short(margin); reason != "" {
 			return fmt.Errorf("%w: %s: %s", errReplicaFenced, op, reason)
 		}
@@ -346,7 +349,7 @@ func (l *replicaLedger) write(ctx context.Context, op string, margin time.Durati
 	}); cerr != nil {
 		return cerr
 	}
-	if l.c.cfg.unfencedLedger {
+	if l.c.cfg.ignoreLease {
 		return err
 	}
 	if !held {

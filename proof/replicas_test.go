@@ -41,3 +41,53 @@ func TestTheReplicaStormsWitnessesHold(t *testing.T) {
 		assert.NotEmpty(t, r.Failovers, "seed %d times a failover", seed)
 	}
 }
+
+// Replicas that break the lease fail with FencedSend and a short witness
+// that replays: a holder that checks its lease nowhere (no fence on its
+// sends or writes, no stop when it is lost), and the same on a lease
+// model that does not fence writes either.
+func TestReplicasThatIgnoreTheLeaseAreCaught(t *testing.T) {
+	gen := GenOptions{Replicas: 2}
+	for _, tc := range []struct {
+		name string
+		cfg  ReplicaConfig
+	}{
+		{"the holder ignores its lease", ReplicaConfig{ignoreLease: true}},
+		{"no fencing anywhere", ReplicaConfig{noFencing: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := Options{Agent: ReplicaAgent(tc.cfg), DeadLettersTold: true}
+			rep := Run(t, RunConfig{Seed: 1, Schedules: 400, Gen: gen, Engine: opts})
+			require.False(t, rep.Held, "the prover must fail these replicas")
+			require.NotNil(t, rep.First)
+			assert.Equal(t, FencedSend, rep.First.Invariant)
+			assert.Contains(t, rep.First.Reason, "took over")
+			assert.LessOrEqual(t, len(rep.First.Witness), 8, "a short witness: %v", rep.First.Witness)
+
+			small, res := Shrink(t, Random(rep.First.Seed, gen), opts, FencedSend, 0)
+			require.NotNil(t, res.Violation)
+			require.Equal(t, FencedSend, res.Violation.Invariant)
+			for i := range small.Events {
+				c := small.clone()
+				c.Events = append(c.Events[:i], c.Events[i+1:]...)
+				r := Simulate(t, c, opts)
+				assert.False(t, r.Violation != nil && r.Violation.Invariant == FencedSend,
+					"dropping %q from the witness still fails: not minimal", small.Events[i])
+			}
+		})
+	}
+}
+
+// A schedule with replicas replays exactly, ledger calls included.
+func TestAReplicatedScheduleReplays(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		s := Random(seed, GenOptions{Replicas: 2})
+		a, b := Simulate(t, s, Options{}), Simulate(t, s, Options{})
+		assert.Equal(t, a.Requests, b.Requests, "seed %d", seed)
+		assert.Equal(t, a.Released, b.Released, "seed %d", seed)
+		assert.Equal(t, a.Lives, b.Lives, "seed %d", seed)
+		assert.Equal(t, a.Faults, b.Faults, "seed %d", seed)
+		assert.Equal(t, a.Checks, b.Checks, "seed %d", seed)
+		assert.Equal(t, a.Failovers, b.Failovers, "seed %d", seed)
+	}
+}
