@@ -37,6 +37,10 @@ type GenOptions struct {
 	// MaxSkewPPM, and draws deaths, pauses and graceful hand-overs of the
 	// holder, ledger outages and lost ledger answers beside the faults.
 	Replicas int
+	// NoSkew keeps every replica's clock at the database's rate, for
+	// replicas whose clock the engine cannot skew (pgledger's reads the
+	// bubble's).
+	NoSkew bool
 	// LeaseTime is the replicas' lease, which the pauses and outages drawn
 	// are measured against; zero means DefaultLeaseTime.
 	LeaseTime time.Duration
@@ -136,7 +140,7 @@ func drawReplicas(s *Schedule, r seedrand.Rand, span int, g GenOptions) []Event 
 	}
 	s.Replicas, s.Durable = g.Replicas, true
 	s.Skew = make([]int, g.Replicas)
-	if r.IntN(2) == 0 {
+	if r.IntN(2) == 0 && !g.NoSkew {
 		for i := range s.Skew {
 			s.Skew[i] = r.Between(-MaxSkewPPM, MaxSkewPPM)
 		}

@@ -75,6 +75,7 @@ type Report struct {
 	Lines []string `json:"-"`
 
 	replicas int           // per schedule, from the run's GenOptions
+	noSkew   bool          // the run's GenOptions.NoSkew
 	lease    time.Duration // the replicas' lease, from its Options
 }
 
@@ -163,7 +164,7 @@ type Failure struct {
 func newReport(cfg RunConfig) *Report {
 	build := receipt.ReadBuild()
 	r := &Report{MasterSeed: cfg.Seed, MasterSeeds: []int64{cfg.Seed}, GoVersion: build.GoVersion, Ledger: cfg.Ledger,
-		replicas: cfg.Gen.Replicas, lease: cfg.Engine.LeaseTime}
+		replicas: cfg.Gen.Replicas, lease: cfg.Engine.LeaseTime, noSkew: cfg.Gen.NoSkew}
 	if !cfg.Exhaustive {
 		r.MasterSeeds, r.SchedulesPerSeed = cfg.masterSeeds(), cfg.Schedules
 		r.MasterSeed = r.MasterSeeds[0]
@@ -231,7 +232,11 @@ func (r *Report) add(a *aggregate) {
 	r.Interrupted = a.interrupted
 	if a.replicated > 0 {
 		lease := cmp.Or(r.lease, DefaultLeaseTime)
-		r.Replicas = &ReplicaReport{Schedules: a.replicated, Replicas: r.replicas, LeaseSeconds: lease.Seconds(), MaxSkewPPM: MaxSkewPPM,
+		skew := MaxSkewPPM
+		if r.noSkew {
+			skew = 0
+		}
+		r.Replicas = &ReplicaReport{Schedules: a.replicated, Replicas: r.replicas, LeaseSeconds: lease.Seconds(), MaxSkewPPM: skew,
 			Death:    failoverStats(a.failovers, "death", lease+lease/20),
 			Handover: failoverStats(a.failovers, "handover", handoverBar)}
 	}
@@ -333,8 +338,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		t.Rule(string(c.Name), c.Checked, c.Violated)
 	}
 	if p := r.Replicas; p != nil {
-		row("replicas", "%d of %d schedules ran %d replicas on one leased ledger: lease %gs, clocks skewed within ±%g%%",
-			p.Schedules, r.Schedules, p.Replicas, p.LeaseSeconds, float64(p.MaxSkewPPM)/1e4)
+		skew := fmt.Sprintf("clocks skewed within ±%g%%", float64(p.MaxSkewPPM)/1e4)
+		if p.MaxSkewPPM == 0 {
+			skew = "clocks not skewed"
+		}
+		row("replicas", "%d of %d schedules ran %d replicas on one leased ledger: lease %gs, %s",
+			p.Schedules, r.Schedules, p.Replicas, p.LeaseSeconds, skew)
 		row("failover", "after a death:       %s", p.Death.line())
 		row("", "after a hand-over:   %s", p.Handover.line())
 	}
