@@ -18,10 +18,13 @@ import (
 // fenced by the lease.
 //
 // A standby asks every PollInterval, and again the moment a lease it saw
-// runs out, and takes the lease when it is free or has run out. Every
-// acquisition increments the lease's epoch. The holder renews every third
-// of LeaseTime, all by the database's clock; hosts' clocks never decide
-// who holds it.
+// runs out, and takes the lease when it is free, has run out, or names
+// this process's Holder (the answer to its own acquisition was lost).
+// Every acquisition increments the lease's epoch. The holder renews every
+// third of LeaseTime, all by the database's clock; hosts' clocks never
+// decide who holds it. The holder counts its lease MaxClockSkew shorter
+// than the database does, so that it stops before a standby can take
+// over even when its clock runs that much slow.
 //
 // When the lease is lost (a renewal was refused, or none succeeded before
 // the lease ran out by this process's clock), lead's context is cancelled
