@@ -47,10 +47,10 @@ const MaxSkewPPM = 10_000
 // when none succeeded before the lease ran out by the replica's clock);
 // release on a clean stop. cmd/proof's -ledger pg runs pgledger itself.
 func ReplicaAgent(cfg ReplicaConfig) func(*Schedule) (Factory, func()) {
+	cfg.ignoreLease = cfg.ignoreLease || cfg.noFencing
 	return func(s *Schedule) (Factory, func()) {
 		db := leasemodel.New(time.Now)
 		db.NoFencing = cfg.noFencing
-		cfg.ignoreLease = cfg.ignoreLease || cfg.noFencing
 		return func() Agent {
 			return func(ctx context.Context, env Env) error {
 				skew := 0
