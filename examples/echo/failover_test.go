@@ -34,14 +34,16 @@ import (
 const postgresEnv = "BANDONCE_TEST_POSTGRES"
 
 // testLease is the lease the replicas run with: short, so that twenty
-// failovers fit in a test. BANDONCE_TEST_LEASE_TIME overrides it (10s to
-// measure the default's failover).
+// failovers fit in a test, but not so short that a loaded machine's
+// PostgreSQL misses the ledger's call timeout (half the lease) and the
+// replica rightly warns of it: at 1.5 s one did. BANDONCE_TEST_LEASE_TIME
+// overrides it (10s to measure the default's failover).
 func testLease(t *testing.T) time.Duration {
 	t.Helper()
 	d, err := parseDuration("BANDONCE_TEST_LEASE_TIME", os.Getenv("BANDONCE_TEST_LEASE_TIME"))
 	require.NoError(t, err)
 	if d == 0 {
-		return 1500 * time.Millisecond
+		return 3 * time.Second
 	}
 	return d
 }
