@@ -34,15 +34,15 @@ type Chat struct {
 
 // Message is a ChatMessage as served by /messages/next and /context.
 type Message struct {
-	ID          string         `json:"id"`
-	Content     string         `json:"content"`
-	MessageType string         `json:"message_type"`
-	SenderID    string         `json:"sender_id"`
-	SenderType  string         `json:"sender_type"`
-	SenderName  string         `json:"sender_name,omitempty"`
-	ChatRoomID  string         `json:"chat_room_id,omitempty"`
-	InsertedAt  time.Time      `json:"inserted_at,omitzero"`
-	Metadata    map[string]any `json:"metadata,omitempty"`
+	ID          string    `json:"id"`
+	Content     string    `json:"content"`
+	MessageType string    `json:"message_type"`
+	SenderID    string    `json:"sender_id"`
+	SenderType  string    `json:"sender_type"`
+	SenderName  string    `json:"sender_name,omitempty"`
+	ChatRoomID  string    `json:"chat_room_id,omitempty"`
+	InsertedAt  time.Time `json:"inserted_at,omitzero"`
+	Metadata    Metadata  `json:"metadata,omitzero"`
 }
 
 // Mark is data of the processing, processed and failed endpoints.
