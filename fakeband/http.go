@@ -205,10 +205,39 @@ func boundBody(r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody {
 		return true
 	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	data, err := readAtMost(r.Body, MaxBody+1, r.ContentLength)
 	if err != nil {
 		data = nil // a body cut off is the handlers' to refuse, as before
 	}
-	r.Body = io.NopCloser(bytes.NewReader(data))
+	b := &readBody{data: data}
+	b.Reset(data)
+	r.Body = b
 	return len(data) <= MaxBody
+}
+
+// readBody is a body boundBody read already; decodeBody uses its bytes
+// without reading them again.
+type readBody struct {
+	bytes.Reader
+	data []byte
+}
+
+func (*readBody) Close() error { return nil }
+
+// readAtMost reads up to limit bytes of body, in one buffer of the
+// declared length when there is one.
+func readAtMost(body io.Reader, limit, declared int64) ([]byte, error) {
+	if declared > 0 && declared < limit {
+		data := make([]byte, declared+1) // the extra byte finds EOF, or more than declared
+		n, err := io.ReadFull(body, data)
+		switch {
+		case err == io.ErrUnexpectedEOF || err == io.EOF:
+			return data[:n], nil
+		case err != nil:
+			return nil, err
+		}
+		rest, err := io.ReadAll(io.LimitReader(body, limit-int64(n)))
+		return append(data, rest...), err
+	}
+	return io.ReadAll(io.LimitReader(body, limit))
 }

@@ -189,9 +189,14 @@ func (b *Band) serveContext(c *call) reply {
 
 // decodeBody reads a JSON object body of at most maxBody bytes.
 func decodeBody(r *http.Request, v any) error {
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return err
+	var data []byte
+	if b, ok := r.Body.(*readBody); ok && b.Len() == len(b.data) {
+		data = b.data // not read yet: boundBody has it whole
+	} else {
+		var err error
+		if data, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1)); err != nil {
+			return err
+		}
 	}
 	if len(data) > maxBody {
 		return io.ErrShortBuffer

@@ -36,7 +36,10 @@ func Client(h http.Handler) *http.Client {
 var ErrHandlerAbandoned = errors.New("memnet: request context ended before the response")
 
 // RoundTrip implements http.RoundTripper. The request body is read in full
-// before the handler runs, as a server would have received it.
+// before the handler runs, as a server would have received it. A plain
+// request's handler reads the client's header map itself, not a copy: it
+// must not change it (a server's request is the handler's to change, and
+// fakeband's handlers never do).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	body, err := readRequestBody(req)
 	if err != nil {
@@ -99,11 +102,9 @@ func (x *exchange) fill(req *http.Request, body []byte) {
 	x.sreq = *req
 	x.url = *req.URL
 	x.sreq.URL = &x.url
-	x.sreq.Header = req.Header.Clone()
 	if x.sreq.Header == nil {
 		x.sreq.Header = make(http.Header)
 	}
-	x.sreq.Trailer = req.Trailer.Clone()
 	x.reqBody.Reset(body)
 	x.sreq.Body = &x.reqBody
 	x.sreq.GetBody = nil
