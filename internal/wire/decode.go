@@ -77,14 +77,17 @@ func decodeFast[T any](r *response) (*T, bool) {
 	return env.Data, true
 }
 
-// decode fills v from the envelope's data: in one pass when the answer is
+// decode returns the envelope's data: in one pass when the answer is
 // well formed, else step by step for a precise error.
-func decode[T any](r *response, v *T) error {
+func decode[T any](r *response) (*T, error) {
 	if d, ok := decodeFast[T](r); ok {
-		*v = *d
-		return nil
+		return d, nil
 	}
-	return r.decodeData(v)
+	v := new(T)
+	if err := r.decodeData(v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // servedMessage is a Message whose content's presence can be checked in

@@ -11,8 +11,10 @@ import (
 // Doer sends one logical request. retry reports whether the request may be
 // repeated on a transient failure (reads and marks); the reply POST is sent
 // with retry false and is never repeated below the shell's guard.
+// endpoint names the call in logs and observations; "" names it by its
+// method and path.
 type Doer interface {
-	Do(req *http.Request, retry bool) (*http.Response, error)
+	Do(req *http.Request, endpoint string, retry bool) (*http.Response, error)
 }
 
 // Agent is data of GET /agent/me.
