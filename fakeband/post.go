@@ -3,6 +3,7 @@ package fakeband
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -145,6 +146,7 @@ func (b *Band) resolveOne(r *room, m mentionIn, at string) (*participant, *Error
 // and pushes.
 func (b *Band) storeLocked(r *room, sender *participant, content string, mentions []mention) *message {
 	m := &message{id: b.ids.uuid(), roomID: r.id, sender: sender, kind: TypeText, mentions: mentions, at: b.stamp()}
+	m.atText = m.at.Format(time.RFC3339Nano)
 	m.content = withMarkers(content, mentions)
 	for _, mn := range mentions {
 		if mn.kind == kindMention {
