@@ -102,7 +102,9 @@ func (b *Band) api(rt route) http.Handler {
 			}
 		}
 		var rep reply
-		if who, err := b.authenticate(rt.side, r.Header.Get("X-API-Key")); err != nil {
+		// The key's header by its canonical name: Get would canonicalise
+		// "X-API-Key" on every request.
+		if who, err := b.authenticate(rt.side, r.Header.Get("X-Api-Key")); err != nil {
 			rep = errReply(err)
 		} else if !boundBody(r) {
 			rep = errReply(ErrTooLarge)
@@ -128,7 +130,7 @@ func (b *Band) admit(ep Endpoint, r *http.Request) (f *Fault, reqID string, open
 	}
 	b.truth.reqs[ep]++
 	if b.rate.limit != nil && r != nil {
-		if f := b.throttleLocked(ep, r.Header.Get("X-API-Key")); f != nil {
+		if f := b.throttleLocked(ep, r.Header.Get("X-Api-Key")); f != nil {
 			return f, reqID, true
 		}
 	}

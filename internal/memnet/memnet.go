@@ -107,6 +107,9 @@ func (x *exchange) fill(req *http.Request, body []byte) {
 	}
 	x.reqBody.Reset(body)
 	x.sreq.Body = &x.reqBody
+	if req.Body == nil || req.Body == http.NoBody {
+		x.sreq.Body = http.NoBody // as a server gives a request without one
+	}
 	x.sreq.GetBody = nil
 	x.sreq.ContentLength = int64(len(body))
 	x.sreq.RequestURI = req.URL.RequestURI()
