@@ -70,7 +70,7 @@ func decodeFast[T any](r *response) (*T, bool) {
 		Data     *T              `json:"data"`
 		Metadata json.RawMessage `json:"metadata"`
 	}
-	if json.Unmarshal(r.body, &env) != nil || env.Data == nil {
+	if !unmarshalOne(r.body, &env) || env.Data == nil {
 		return nil, false
 	}
 	r.metadata = env.Metadata
