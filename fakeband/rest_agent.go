@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
+
+	"github.com/band-once/bandonce/internal/jsonreuse"
 )
 
 // MaxBody bounds a request body: a larger one is answered 413
@@ -201,5 +204,9 @@ func decodeBody(r *http.Request, v any) error {
 	if len(data) > maxBody {
 		return io.ErrShortBuffer
 	}
-	return json.Unmarshal(data, v)
+	if jsonreuse.Unmarshal(data, v) {
+		return nil
+	}
+	reflect.ValueOf(v).Elem().SetZero() // zero again, as the callers hand it in
+	return json.Unmarshal(data, v)      // again, for its error
 }

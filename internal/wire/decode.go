@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/band-once/bandonce/internal/jsonreuse"
 )
 
 // MaxBodyExcerpt is how many bytes of an unexpected body an error keeps:
@@ -70,7 +72,7 @@ func decodeFast[T any](r *response) (*T, bool) {
 		Data     *T              `json:"data"`
 		Metadata json.RawMessage `json:"metadata"`
 	}
-	if !unmarshalOne(r.body, &env) || env.Data == nil {
+	if !jsonreuse.Unmarshal(r.body, &env) || env.Data == nil {
 		return nil, false
 	}
 	r.metadata = env.Metadata

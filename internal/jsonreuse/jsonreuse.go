@@ -1,4 +1,6 @@
-package wire
+// Package jsonreuse decodes JSON bodies as json.Unmarshal does, with the
+// decoding state kept from body to body.
+package jsonreuse
 
 import (
 	"bytes"
@@ -8,8 +10,8 @@ import (
 
 // A json.Decoder keeps its decoding state (the scanner's stack, the
 // error context) from value to value, where json.Unmarshal makes them
-// afresh for every body: five or six allocations an answer. unmarshalOne
-// lends one from a pool to a single body at a time.
+// afresh for every body: five or six allocations a body. Unmarshal lends
+// one from a pool to a single body at a time.
 type reusedDecoder struct {
 	src bytes.Reader
 	dec *json.Decoder
@@ -25,11 +27,11 @@ var reusedDecoders = sync.Pool{New: func() any {
 // a decoder keeps a buffer the size of the largest body it read.
 const maxReusedBody = 64 << 10
 
-// unmarshalOne decodes body into v as json.Unmarshal does, and reports
+// Unmarshal decodes body into v as json.Unmarshal does, and reports
 // whether that succeeded: body must be one JSON value with nothing but
 // white space after it. On false v may be partly filled, as Unmarshal
 // leaves it, and the caller decodes again with Unmarshal to learn why.
-func unmarshalOne(body []byte, v any) bool {
+func Unmarshal(body []byte, v any) bool {
 	d := reusedDecoders.Get().(*reusedDecoder)
 	d.src.Reset(body)
 	if d.dec.Decode(v) != nil || !d.restIsSpace() {

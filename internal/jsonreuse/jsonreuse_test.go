@@ -1,4 +1,4 @@
-package wire
+package jsonreuse
 
 import (
 	"encoding/json"
@@ -41,7 +41,7 @@ func TestAReusedDecoderAcceptsWhatUnmarshalAccepts(t *testing.T) {
 		for _, body := range bodies {
 			var want, got envelope
 			wantOK := json.Unmarshal([]byte(body), &want) == nil
-			gotOK := unmarshalOne([]byte(body), &got)
+			gotOK := Unmarshal([]byte(body), &got)
 			assert.Equal(t, wantOK, gotOK, "%q", body)
 			if wantOK {
 				assert.Equal(t, want, got, "%q", body)
