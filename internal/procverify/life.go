@@ -45,6 +45,15 @@ type life struct {
 	pushes      map[string]bool // correlation ids (and supersedeMark) that passed to the agent
 	sockets     []*watchedSocket
 	everSocket  bool // a socket of this life was upgraded
+
+	rep replica // with replicas: its part in the election, guarded by sim.mu
+}
+
+// isDead reports whether endLife ended it.
+func (l *life) isDead(s *sim) bool {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	return l.dead
 }
 
 // addSocket registers a tunnel so that the end of the life closes it.
@@ -97,6 +106,8 @@ const (
 	endTerminated  = "terminated"
 	endCrashed     = "crashed"
 	endInterrupted = "interrupted"
+	endHandedOver  = "handed over" // a replica that got SIGTERM as a deploy does
+	endLeft        = "left"        // a replica that exited after another took over
 )
 
 func (l *life) reason() string {
@@ -201,7 +212,7 @@ func (s *sim) startLife() error {
 		return err
 	}
 	l.proxy = p
-	proc, err := startAgent(s.cfg.Command, s.agentEnv(p), l.out)
+	proc, err := startAgent(s.cfg.Command, s.replicaEnv(s.agentEnv(p), os.LookupEnv), l.out)
 	if err != nil {
 		p.close()
 		return err
@@ -209,7 +220,9 @@ func (s *sim) startLife() error {
 	l.proc, l.started = proc, time.Now()
 	s.mu.Lock()
 	s.lives = append(s.lives, l)
-	s.life = l
+	if s.life == nil || !s.replicas() {
+		s.life = l // a new replica stands by until it speaks to Band
+	}
 	s.progress = time.Now()
 	s.mu.Unlock()
 	s.trace(fmt.Sprintf("life %d starts (pid %d, proxy %s)", n, proc.Pid(), p.addr))
@@ -264,6 +277,16 @@ func (s *sim) restart(l *life, afterDeath func()) {
 	if s.current() != l {
 		return
 	}
+	if s.ctx.Err() != nil {
+		s.endLife(l, endInterrupted) // the run is over: no next life
+		return
+	}
+	if s.replicas() {
+		if l.reason() != "" {
+			return // the holder is gone already; none took over yet
+		}
+		s.markGone(l, FailoverDeath)
+	}
 	s.endLife(l, endKilled)
 	if afterDeath != nil {
 		afterDeath()
@@ -275,12 +298,24 @@ func (s *sim) restart(l *life, afterDeath func()) {
 }
 
 // terminate ends the schedule's last life as a supervisor stops a service:
-// SIGTERM to the process, exit 0 expected within the grace.
+// SIGTERM to the process, exit 0 expected within the grace; with replicas,
+// every replica still running.
 func (s *sim) terminate() {
+	if s.replicas() {
+		s.terminateReplicas()
+		return
+	}
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
-	l := s.current()
-	if l != nil && l.reason() == endSuperseded {
+	s.terminateOne(s.current())
+}
+
+// terminateOne ends l at the end of the schedule.
+func (s *sim) terminateOne(l *life) {
+	if l == nil || l.isDead(s) {
+		return
+	}
+	if l.reason() == endSuperseded {
 		// A superseded life was told to go: it gets what is left of its
 		// grace, and is judged, however early the schedule ran out.
 		t := time.NewTimer(time.Until(l.supersededAt.Add(s.cfg.Grace)))
@@ -293,14 +328,18 @@ func (s *sim) terminate() {
 		s.endLife(l, endSuperseded)
 		return
 	}
-	if l == nil || l.proc.Exited() || l.reason() != "" {
-		if l != nil {
-			s.endLife(l, endTerminated)
-		}
+	if l.proc.Exited() || l.reason() != "" {
+		s.endLife(l, endTerminated)
 		return
 	}
+	s.terminateLife(l, endTerminated)
+}
+
+// terminateLife sends l SIGTERM, waits up to the grace for it to exit,
+// records how it did for the rule TermExit, and ends it as why.
+func (s *sim) terminateLife(l *life, why string) {
 	l.mu.Lock()
-	l.ended, l.termAt = endTerminated, time.Now()
+	l.ended, l.termAt = why, time.Now()
 	l.mu.Unlock()
 	s.trace(fmt.Sprintf("SIGTERM life %d", l.n))
 	_ = l.proc.Signal(syscall.SIGTERM)
@@ -315,7 +354,7 @@ func (s *sim) terminate() {
 	l.termKilled = !l.proc.Exited()
 	l.termExit = l.proc.ExitString()
 	l.mu.Unlock()
-	s.endLife(l, endTerminated)
+	s.endLife(l, why)
 }
 
 // outputTail keeps the last lines a life wrote, for the report, and

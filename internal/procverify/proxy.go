@@ -151,6 +151,22 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		rec.writeTo(w) // to nobody, if the agent gave up or died
+	case Pause:
+		rec, ok := s.applyFor(l, r, body, a, nil)
+		if !ok {
+			abort(w)
+			return
+		}
+		s.pause(l, ev.Delay)
+		rec.writeTo(w) // to a holder that wakes mid-turn
+	case HandOver:
+		rec, ok := s.applyFor(l, r, body, a, nil)
+		if !ok {
+			abort(w)
+			return
+		}
+		rec.writeTo(w)
+		go s.handOver(l)
 	case Interrupt, Stop:
 		rec, ok := s.applyFor(l, r, body, a, nil)
 		if !ok {
@@ -191,6 +207,9 @@ func (s *sim) arrive(l *life, ep fakeband.Endpoint, room, msg string) *attempt {
 	s.clock++
 	a := &attempt{Life: l.n, Tick: s.clock, EP: ep, Room: room, Msg: msg}
 	s.attempts = append(s.attempts, a)
+	if s.replicas() && failoverEndpoint(ep) {
+		s.speakLocked(l, a)
+	}
 	if ep != fakeband.EndpointSocket {
 		s.inflight++
 	}

@@ -25,6 +25,13 @@ type Report struct {
 	Schedules         int      `json:"schedules"`
 	// Capabilities are the agent's declared capabilities.
 	Capabilities string `json:"capabilities"`
+	// Replicas is how many copies of the agent ran at once (0: one at a
+	// time), told LeaseTime as BANDONCE_LEASE_TIME.
+	Replicas  int    `json:"replicas,omitempty"`
+	LeaseTime string `json:"lease_time,omitempty"`
+	// Failover sums up, by cause (FailoverDeath, FailoverPause,
+	// FailoverHandOver), how long the replicas took to fail over.
+	Failover map[string]FailoverStats `json:"failover,omitempty"`
 	// GoVersion, Module and Revision say what verified it.
 	GoVersion string `json:"go_version"`
 	Module    string `json:"module"`
@@ -57,6 +64,31 @@ type Report struct {
 	Replay string `json:"replay"`
 	// Held is true when every schedule kept every rule.
 	Held bool `json:"held"`
+}
+
+// FailoverStats are the failovers after one cause: how many, and their
+// median, 99th percentile (nearest rank) and longest, in seconds.
+type FailoverStats struct {
+	Count      int     `json:"count"`
+	P50Seconds float64 `json:"p50_seconds"`
+	P99Seconds float64 `json:"p99_seconds"`
+	MaxSeconds float64 `json:"max_seconds"`
+}
+
+// failoverCauses are the causes the receipt reports, in its order.
+var failoverCauses = []string{FailoverDeath, FailoverPause, FailoverHandOver}
+
+func failoverStats(ds []time.Duration) FailoverStats {
+	if len(ds) == 0 {
+		return FailoverStats{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := func(p float64) time.Duration {
+		i := int(p/100*float64(len(s))+0.999999) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	return FailoverStats{Count: len(s), P50Seconds: rank(50).Seconds(), P99Seconds: rank(99).Seconds(), MaxSeconds: s[len(s)-1].Seconds()}
 }
 
 // InvariantCount is how often one rule was judged and failed.
@@ -98,7 +130,7 @@ func newReport(s *settings) *Report {
 		r.Withheld = []Withheld{}
 	}
 	for _, c := range Checks {
-		if (len(s.Checks) == 0 || slices.Contains(s.Checks, c.Name)) && !(c.Socket && s.NoSocket) {
+		if (len(s.Checks) == 0 || slices.Contains(s.Checks, c.Name)) && !(c.Socket && s.NoSocket) && !(c.Replicas && s.Replicas < 2) {
 			r.Checks = append(r.Checks, c.Name)
 		}
 	}
@@ -111,6 +143,11 @@ func newReport(s *settings) *Report {
 		replies = "may consume a message without a reply (-may-not-reply)"
 	}
 	r.Capabilities = socket + "; " + replies
+	if s.Replicas >= 2 {
+		r.Replicas, r.LeaseTime = s.Replicas, s.LeaseTime.String()
+		r.Capabilities += fmt.Sprintf("; runs as %d replicas on one PostgreSQL (-replicas)", s.Replicas)
+		r.Failover = map[string]FailoverStats{}
+	}
 	return r
 }
 
@@ -119,7 +156,11 @@ func (r *Report) add(results []Result) {
 	checks, violated := map[Invariant]int{}, map[Invariant]int{}
 	sockets := false
 	notes := map[string]bool{}
+	took := map[string][]time.Duration{}
 	for _, res := range results {
+		for _, f := range res.Failovers {
+			took[f.Cause] = append(took[f.Cause], f.Took)
+		}
 		r.Schedules++
 		receipt.AddCounts(checks, res.Checks)
 		receipt.AddCounts(violated, res.Violations)
@@ -139,7 +180,15 @@ func (r *Report) add(results []Result) {
 			notes[res.Schedule.Check+": "+n] = true
 		}
 	}
+	if r.Replicas > 0 {
+		for _, c := range failoverCauses {
+			r.Failover[c] = failoverStats(took[c])
+		}
+	}
 	for _, inv := range Invariants {
+		if inv == Fenced && r.Replicas == 0 {
+			continue // judged only among replicas
+		}
 		r.Invariants = append(r.Invariants, InvariantCount{Name: inv, Checked: checks[inv], Violated: violated[inv]})
 	}
 	if !sockets && !strings.HasPrefix(r.Capabilities, "no socket") && r.Schedules > 0 {
@@ -175,6 +224,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	row("master seed", "%d", r.MasterSeed)
 	row("checks", "%s", strings.Join(r.Checks, ", "))
 	row("schedules", "%d (%d per check)", r.Schedules, r.SchedulesPerCheck)
+	if r.Replicas > 0 {
+		row("replicas", "%d at once, lease %s, a database of their own per schedule", r.Replicas, r.LeaseTime)
+	}
 	row("go", "%s", r.GoVersion)
 	row("module", "%s, revision %s", r.Module, r.Revision)
 	if len(r.Withheld) == 0 {
@@ -204,6 +256,21 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	row("totals", "%d messages, %d replies, %d HTTP requests, %d agent lives", r.Messages, r.Replies, r.Requests, r.Lives)
 	row("interrupted", "%d messages consumed unanswered by an interrupt that reached their turn", r.Interrupted)
+	for i, c := range failoverCauses {
+		if r.Replicas == 0 {
+			break
+		}
+		k := ""
+		if i == 0 {
+			k = "failover"
+		}
+		f := r.Failover[c]
+		if f.Count == 0 {
+			row(k, "after a %s: none measured", c)
+			continue
+		}
+		row(k, "after a %s: p50 %s, p99 %s, max %s (%d)", c, seconds(f.P50Seconds), seconds(f.P99Seconds), seconds(f.MaxSeconds), f.Count)
+	}
 	if f := r.First; f != nil {
 		row("violating schedules", "%d of %d", r.Violating, r.Schedules)
 		row("first violation", "%s, seed %d: %s: %s", f.Check, f.Seed, f.Invariant, f.Reason)
@@ -226,6 +293,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	t.Line(r.FinalLine())
 	_, err := t.WriteTo(w)
 	return err
+}
+
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
 }
 
 // WriteJSON writes the receipt as indented JSON.

@@ -51,6 +51,21 @@ type Config struct {
 	// ReplayFlags are the flags the replay commands repeat (capabilities,
 	// grace), as typed.
 	ReplayFlags string
+	// Replicas, when 2 or more, runs that many copies of the agent at
+	// once, as replicas of one agent: they share a PostgreSQL database of
+	// the schedule's own, named in BANDONCE_LEDGER, and are expected to
+	// elect one holder among them. Kills, pauses and hand-overs aim at
+	// the holder, a dead or departed replica is replaced by a new one,
+	// and a request from a replica after another took over is a
+	// violation (Fenced). 0 or 1 runs one process at a time.
+	Replicas int
+	// Postgres is the URL (postgres://) of a PostgreSQL server on which
+	// each schedule creates a database of its own and drops it after.
+	// Required with Replicas.
+	Postgres string
+	// LeaseTime is the lease the replicas are told (BANDONCE_LEASE_TIME)
+	// unless the environment sets it. Zero means DefaultLeaseTime.
+	LeaseTime time.Duration
 	// Trace, if set, gets one line per step of every schedule; Output,
 	// if set, every line the agent writes, prefixed with its life.
 	Trace, Output func(line string)
@@ -85,8 +100,23 @@ func (c Config) withDefaults() (*settings, error) {
 		s.ShrinkBudget = 48
 	}
 	for _, name := range s.Checks {
-		if _, ok := CheckNamed(name); !ok {
+		c, ok := CheckNamed(name)
+		if !ok {
 			return nil, fmt.Errorf("procverify: unknown check %q (want one of %s)", name, strings.Join(checkNames(), ", "))
+		}
+		if c.Replicas && s.Replicas < 2 {
+			return nil, fmt.Errorf("procverify: check %q acts on a holder among replicas: it needs Replicas of 2 or more", name)
+		}
+	}
+	if s.Replicas >= 2 {
+		if s.Postgres == "" {
+			return nil, ErrNoPostgres
+		}
+		if !strings.HasPrefix(s.Postgres, "postgres://") && !strings.HasPrefix(s.Postgres, "postgresql://") {
+			return nil, errors.New("procverify: Postgres must be a postgres:// URL")
+		}
+		if s.LeaseTime <= 0 {
+			s.LeaseTime = DefaultLeaseTime
 		}
 	}
 	return s, nil
@@ -193,12 +223,15 @@ func (s *settings) schedules() ([]*Schedule, []string) {
 		if len(s.Checks) > 0 && !slices.Contains(s.Checks, c.Name) {
 			continue
 		}
+		if c.Replicas && s.Replicas < 2 {
+			continue // it needs replicas: see Config.Replicas
+		}
 		if c.Socket && s.NoSocket {
 			notes = append(notes, c.Name+": the agent was declared without a socket (-no-socket), so no signal or socket fault can reach it")
 			continue
 		}
 		for i := range s.Schedules {
-			out = append(out, c.Build(s.Seed+int64(i), !s.NoSocket))
+			out = append(out, c.buildFor(s.Seed+int64(i), !s.NoSocket, s.Replicas >= 2))
 		}
 	}
 	return out, notes
@@ -212,7 +245,7 @@ func preflight(ctx context.Context, s *settings) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = sm.band.Close() }()
+	defer sm.close()
 	sm.start = time.Now()
 	if err := sm.startLife(); err != nil {
 		if errors.Is(err, exec.ErrNotFound) {

@@ -68,6 +68,14 @@ type sim struct {
 	notes    map[string]bool // what could not be exercised, and why
 	failure  *Violation      // an engine-level violation (lifecycle, quiet)
 	wake     chan struct{}
+
+	// With replicas: the schedule's database, how often a replica other
+	// than the holder spoke (a change of holder, or a fenced send), the
+	// fenced sends, and the failovers timed.
+	db        *database
+	takeovers int
+	fenced    []fencedSend
+	failovers []Failover
 }
 
 // message is one human message the engine posted.
@@ -118,10 +126,17 @@ func newSim(ctx context.Context, cfg *settings, s *Schedule) (*sim, error) {
 			cfg.Trace(fmt.Sprintf("[%s seed %d] %7s %s", s.Check, s.Seed, time.Since(sm.start).Truncate(time.Millisecond), line))
 		}
 	}
+	if cfg.Replicas >= 2 {
+		db, err := createDatabase(ctx, cfg.Postgres)
+		if err != nil {
+			return nil, err
+		}
+		sm.db = db
+	}
 	sm.band = fakeband.New(fakeband.Options{Seed: s.Seed})
 	base, err := sm.band.Listen("127.0.0.1:0")
 	if err != nil {
-		_ = sm.band.Close()
+		sm.close()
 		return nil, err
 	}
 	sm.fakeHost = strings.TrimSuffix(strings.TrimPrefix(base, "http://"), fakeband.APIPrefix)
@@ -133,10 +148,21 @@ func newSim(ctx context.Context, cfg *settings, s *Schedule) (*sim, error) {
 	return sm, nil
 }
 
+// close shuts the fake down and drops the schedule's database, once every
+// life is over.
+func (s *sim) close() {
+	_ = s.band.Close()
+	if s.db != nil {
+		if err := s.db.drop(); err != nil {
+			s.trace(fmt.Sprintf("could not drop the schedule's database %s: %v", s.db.name, err))
+		}
+	}
+}
+
 // run plays the schedule to its verdict.
 func (s *sim) run() (res Result) {
 	s.start = time.Now()
-	defer func() { _ = s.band.Close() }()
+	defer s.close()
 	for s.cursor < len(s.sched.Events) && s.sched.Events[s.cursor].Kind == Say && s.sched.Events[s.cursor].After == 0 {
 		s.apply(s.sched.Events[s.cursor])
 		s.advance()
@@ -144,8 +170,13 @@ func (s *sim) run() (res Result) {
 	s.mu.Lock()
 	s.progress, s.armedAt = time.Now(), time.Now()
 	s.mu.Unlock()
-	if err := s.startLife(); err != nil {
-		return Result{Schedule: s.sched, Err: err}
+	for range max(s.cfg.Replicas, 1) {
+		if err := s.startLife(); err != nil {
+			for _, l := range s.lives {
+				s.endLife(l, endInterrupted)
+			}
+			return Result{Schedule: s.sched, Err: err}
+		}
 	}
 	end := time.Now().Add(deadline)
 	interrupted := false
@@ -166,7 +197,18 @@ func (s *sim) run() (res Result) {
 		t.Stop()
 	}
 	if interrupted {
-		s.endLife(s.current(), "interrupted")
+		// Under lifeMu: a hand-over under way starts its new replica
+		// first, or finds its holder ended and starts none.
+		s.lifeMu.Lock()
+		defer s.lifeMu.Unlock()
+		s.mu.Lock()
+		lives := append([]*life(nil), s.lives...)
+		s.mu.Unlock()
+		for _, l := range lives {
+			if !l.isDead(s) {
+				s.endLife(l, endInterrupted)
+			}
+		}
 		return Result{Schedule: s.sched, Err: context.Cause(s.ctx)}
 	}
 	s.terminate()
@@ -221,7 +263,11 @@ func (s *sim) step(end time.Time) bool {
 	if failed {
 		return false
 	}
-	if l.proc.Exited() {
+	if s.replicas() {
+		if !s.stepReplicas(now) {
+			return false
+		}
+	} else if l.proc.Exited() {
 		switch l.reason() {
 		case endSuperseded:
 			l.judgeSupersede(s)
@@ -257,6 +303,9 @@ func (s *sim) step(end time.Time) bool {
 	stalled := sinceProgress >= stallAfter
 	if l := s.life; l != nil && !l.asked && now.Sub(l.started) < giveUp {
 		stalled = false // still starting up: see arrive
+	}
+	if s.awaitingTakeoverLocked(now) {
+		stalled = false // failing over: the standby waits out the lease
 	}
 	s.mu.Unlock()
 	if stalled {
@@ -311,6 +360,10 @@ func (s *sim) quiet(now time.Time) bool {
 func (s *sim) stuckReason() string {
 	s.mu.Lock()
 	msgs := append([]*message(nil), s.messages...)
+	why := "the system did not go quiet"
+	if h := s.life; s.replicas() && h != nil && h.rep.gone != "" && h.rep.gone != "terminated" {
+		why = fmt.Sprintf("no replica took over from life %d (%s %s before)", h.n, h.rep.gone, time.Since(h.rep.goneAt).Truncate(time.Second))
+	}
 	s.mu.Unlock()
 	var pending []string
 	for _, m := range msgs {
@@ -320,9 +373,9 @@ func (s *sim) stuckReason() string {
 	}
 	sort.Strings(pending)
 	if len(pending) == 0 {
-		return "the system did not go quiet"
+		return why
 	}
-	return "the system did not go quiet: " + strings.Join(pending, ", ")
+	return why + ": " + strings.Join(pending, ", ")
 }
 
 // fail records an engine-level violation; the first one stands.
@@ -421,6 +474,25 @@ func (s *sim) fireNext(quiet bool) {
 	s.busy = true
 	s.mu.Unlock()
 	switch {
+	case ev.isKill() && !quiet && s.replicas() && s.current().reason() != "":
+		s.trace("dropped (the holder is gone and none took over): " + ev.String())
+	case (ev.Kind == Pause || ev.Kind == HandOver) && s.replicas():
+		// No such request came: the holder is paused or handed over
+		// where it stands, idle or stalled, which fails it over too.
+		if l := s.current(); l.reason() == "" {
+			s.trace("its request never came: " + ev.Kind.String() + " of the holder where it stands")
+			go func() {
+				if ev.Kind == Pause {
+					s.pause(l, ev.Delay)
+				} else {
+					s.handOver(l)
+				}
+				s.advance()
+				s.poke()
+			}()
+			return
+		}
+		s.trace("dropped (the holder is gone and none took over): " + ev.String())
 	case ev.isKill() && !quiet:
 		s.trace("stalled: firing " + ev.String() + " now")
 		s.count("kill_idle")
@@ -604,6 +676,9 @@ func (s *sim) supersede() {
 	if !l.waitPush(supersedeMark, pushWait) {
 		s.noteNot("a supersede found the agent's socket not yet joined to its control topic")
 		return
+	}
+	if s.replicas() {
+		s.markGone(l, "superseded") // a standby may take over as soon as it hears
 	}
 	time.Sleep(pushSettle)
 	tick := s.now()
