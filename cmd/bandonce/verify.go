@@ -48,6 +48,7 @@ func parseVerify(args []string, stderr io.Writer) (verifyOptions, error) {
 	fs.IntVar(&o.cfg.Parallel, "parallel", 0, "schedules run at once (default min(GOMAXPROCS, 4))")
 	fs.DurationVar(&o.cfg.Grace, "grace", 15*time.Second, "how long the agent has to exit after SIGTERM or a supersede")
 	fs.DurationVar(&o.cfg.ConnectTimeout, "connect-timeout", 30*time.Second, "how long to wait for the agent's first request")
+	fs.DurationVar(&o.cfg.Quiet, "quiet", procverify.DefaultQuiet, "how long the agent may make no progress before it is stalled (above its retry cadence; each failure injected adds as much again)")
 	fs.IntVar(&o.cfg.ShrinkBudget, "shrink", 48, "runs spent shrinking the first violation to a minimal witness")
 	fs.IntVar(&o.cfg.Replicas, "replicas", 0, "run `N` copies of the agent at once as replicas sharing a PostgreSQL ledger (BANDONCE_LEDGER), and fail the holder over: kills, pauses past its lease, hand-overs (0: one process at a time)")
 	fs.StringVar(&o.cfg.Postgres, "postgres", "", "with -replicas: a PostgreSQL server `URL` on which each schedule creates and drops a database (default $"+postgresEnv+", else a throwaway server started on loopback)")
@@ -94,7 +95,7 @@ func parseVerify(args []string, stderr io.Writer) (verifyOptions, error) {
 		switch f.Name {
 		case "no-socket", "may-not-reply", "supersede-exit":
 			replay = append(replay, "-"+f.Name)
-		case "grace", "connect-timeout", "replicas", "lease":
+		case "grace", "connect-timeout", "quiet", "replicas", "lease":
 			replay = append(replay, "-"+f.Name+" "+f.Value.String())
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -175,6 +176,16 @@ func (l *life) judgeSupersede(s *sim) {
 // SDKs read, pointing at this life's proxy.
 func (s *sim) agentEnv(p *proxy) []string {
 	env, _ := agentBase(os.Environ())
+	// The schedule's own temporary directory, under each name a runtime
+	// reads it by, so that lives of parallel schedules share no lock
+	// files or sockets there.
+	env = slices.DeleteFunc(env, func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return name == "TMPDIR" || name == "TMP" || name == "TEMP"
+	})
+	if s.tmp != "" {
+		env = append(env, "TMPDIR="+s.tmp, "TMP="+s.tmp, "TEMP="+s.tmp)
+	}
 	root := "http://" + p.addr
 	// The bound on how late this Band applies a request, told to an
 	// agent that reads it (band-once does), unless the user set it.
@@ -291,6 +302,13 @@ func (s *sim) restart(l *life, afterDeath func()) {
 	if afterDeath != nil {
 		afterDeath()
 	}
+	if s.failed() {
+		// A rule already failed: its verdict stands, and a new life
+		// would only be SIGTERMed before it could settle in.
+		s.trace("a rule failed: no new life")
+		s.poke()
+		return
+	}
 	if err := s.startLife(); err != nil {
 		s.fail(AgentLifecycle, "the agent could not be started again after a kill: %v", err)
 	}
@@ -332,6 +350,14 @@ func (s *sim) terminateOne(l *life) {
 		s.endLife(l, endTerminated)
 		return
 	}
+	if !s.awaitFirstRequest(l) {
+		// A process that has not asked for anything yet may not have
+		// installed its signal handlers (an interpreter starting up):
+		// SIGTERM now says nothing of how it stops.
+		s.noteNot(fmt.Sprintf("SIGTERM: the agent's last life made no request within %s, so how it stops was not judged", s.cfg.ConnectTimeout))
+		s.endLife(l, endKilled)
+		return
+	}
 	s.terminateLife(l, endTerminated)
 }
 
@@ -355,6 +381,25 @@ func (s *sim) terminateLife(l *life, why string) {
 	l.termExit = l.proc.ExitString()
 	l.mu.Unlock()
 	s.endLife(l, why)
+}
+
+// awaitFirstRequest waits, up to what is left of Config.ConnectTimeout
+// since l started, for l's first request; false if none came (or l
+// exited first).
+func (s *sim) awaitFirstRequest(l *life) bool {
+	deadline := l.started.Add(s.cfg.ConnectTimeout)
+	for {
+		s.mu.Lock()
+		asked := l.asked
+		s.mu.Unlock()
+		switch {
+		case asked:
+			return true
+		case l.proc.Exited() || time.Now().After(deadline) || s.ctx.Err() != nil:
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // outputTail keeps the last lines a life wrote, for the report, and

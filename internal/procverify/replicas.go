@@ -148,8 +148,12 @@ func (s *sim) markGone(l *life, why string) {
 	}
 }
 
+// takeoverLimit is how long a failover may take (the holder gone or
+// paused, no replica in its place) before the schedule counts as stalled.
+const takeoverLimit = 20 * time.Second
+
 // awaitingTakeover reports whether the holder is gone and no replica has
-// taken over yet, for less than giveUp: the system is failing over, not
+// taken over yet, for less than takeoverLimit: the system is failing over, not
 // stalled. Called with s.mu held.
 func (s *sim) awaitingTakeoverLocked(now time.Time) bool {
 	h := s.life
@@ -160,11 +164,11 @@ func (s *sim) awaitingTakeoverLocked(now time.Time) bool {
 	if h.rep.paused {
 		since = h.rep.pauseStart
 	}
-	return now.Sub(since) < giveUp
+	return now.Sub(since) < takeoverLimit
 }
 
 // pause stops l's process group until another replica has taken over
-// (or giveUp passed), then resumes it after delay.
+// (or takeoverLimit passed), then resumes it after delay.
 func (s *sim) pause(l *life, delay time.Duration) {
 	s.mu.Lock()
 	if s.life != l || goneLocked(l) {
@@ -176,14 +180,14 @@ func (s *sim) pause(l *life, delay time.Duration) {
 	s.mu.Unlock()
 	_ = l.proc.SignalGroup(syscall.SIGSTOP)
 	s.trace(fmt.Sprintf("SIGSTOP life %d", l.n))
-	deadline := time.Now().Add(giveUp)
+	deadline := time.Now().Add(takeoverLimit)
 	for {
 		s.mu.Lock()
 		over := s.life != l
 		s.mu.Unlock()
 		if over || time.Now().After(deadline) || l.proc.Exited() || s.ctx.Err() != nil {
 			if !over {
-				s.noteNot(fmt.Sprintf("a pause of the holder saw no other replica take over within %s", giveUp))
+				s.noteNot(fmt.Sprintf("a pause of the holder saw no other replica take over within %s", takeoverLimit))
 			}
 			break
 		}

@@ -13,7 +13,7 @@ import (
 // replicaSim is a sim of two replicas' records, with no process or fake
 // behind them: enough to judge who may speak to Band.
 func replicaSim() (*sim, *life, *life) {
-	s := &sim{cfg: &settings{Config{Replicas: 2}}, fired: map[string]int{}, notes: map[string]bool{}, trace: func(string) {}}
+	s := &sim{cfg: &settings{Config: Config{Replicas: 2}}, fired: map[string]int{}, notes: map[string]bool{}, trace: func(string) {}}
 	l1, l2 := &life{n: 1}, &life{n: 2}
 	s.lives, s.life = []*life{l1, l2}, l1
 	return s, l1, l2

@@ -53,10 +53,12 @@ type Report struct {
 	DoublePosts  int `json:"double_posts"`
 	LostMessages int `json:"lost_messages"`
 	Interrupted  int `json:"interrupted_messages"`
-	// Violating counts the schedules that broke a rule; First is the
-	// first of them, shrunk.
-	Violating int      `json:"violating_schedules"`
-	First     *Failure `json:"first_violation,omitempty"`
+	// Violating counts the schedules that broke a rule, and
+	// ViolatingSchedules lists each of them, in the order they were
+	// drawn; First is the first of them, shrunk.
+	Violating          int                 `json:"violating_schedules"`
+	ViolatingSchedules []ViolatingSchedule `json:"violations"`
+	First              *Failure            `json:"first_violation,omitempty"`
 	// WallSeconds and SchedulesPerS are the run's wall time and rate.
 	WallSeconds   float64 `json:"wall_seconds"`
 	SchedulesPerS float64 `json:"schedules_per_second"`
@@ -98,6 +100,23 @@ type InvariantCount struct {
 	Violated int       `json:"violated"`
 }
 
+// ViolatingSchedule is one schedule that broke a rule: every rule it
+// broke, in judging order, and the command that replays it alone. A real
+// process is not exactly repeatable, so a rerun of one seed may break
+// other rules, or none; each is listed as it was seen.
+type ViolatingSchedule struct {
+	Check  string       `json:"check"`
+	Seed   int64        `json:"seed"`
+	Rules  []BrokenRule `json:"rules"`
+	Replay string       `json:"replay"`
+}
+
+// BrokenRule is a rule a schedule broke, with the first reason it failed.
+type BrokenRule struct {
+	Rule   Invariant `json:"rule"`
+	Reason string    `json:"reason"`
+}
+
 // Failure is the first violation, shrunk to a minimal witness.
 type Failure struct {
 	// Check and Seed name the violating schedule; Invariant and Reason
@@ -124,6 +143,7 @@ func newReport(s *settings) *Report {
 		Command: ShellQuote(s.Command), MasterSeed: s.Seed, SchedulesPerCheck: s.Schedules,
 		GoVersion: build.GoVersion, Module: build.Module, Revision: build.Revision,
 		Faults: map[string]int{}, Replay: s.replay("", s.Seed, s.Schedules),
+		ViolatingSchedules: []ViolatingSchedule{},
 	}
 	_, r.Withheld = agentBase(os.Environ())
 	if r.Withheld == nil {
@@ -152,7 +172,7 @@ func newReport(s *settings) *Report {
 }
 
 // add folds the schedules' results in.
-func (r *Report) add(results []Result) {
+func (r *Report) add(s *settings, results []Result) {
 	checks, violated := map[Invariant]int{}, map[Invariant]int{}
 	sockets := false
 	notes := map[string]bool{}
@@ -175,6 +195,7 @@ func (r *Report) add(results []Result) {
 		sockets = sockets || res.Sockets
 		if res.Violation != nil {
 			r.Violating++
+			r.ViolatingSchedules = append(r.ViolatingSchedules, violating(s, res))
 		}
 		for _, n := range res.NotExercised {
 			notes[res.Schedule.Check+": "+n] = true
@@ -195,6 +216,20 @@ func (r *Report) add(results []Result) {
 		notes["every check: the agent never opened its socket, so no signal reached it (declare -no-socket if it has none)"] = true
 	}
 	r.NotExercised = append(r.NotExercised, slices.Sorted(maps.Keys(notes))...)
+}
+
+// violating lists what a violating schedule broke.
+func violating(s *settings, res Result) ViolatingSchedule {
+	v := ViolatingSchedule{Check: res.Schedule.Check, Seed: res.Schedule.Seed, Replay: s.replay(res.Schedule.Check, res.Schedule.Seed, 1)}
+	for _, inv := range Invariants {
+		if f := res.Found[inv]; f != nil {
+			v.Rules = append(v.Rules, BrokenRule{Rule: inv, Reason: f.Reason})
+		}
+	}
+	if len(v.Rules) == 0 { // a Result built without Found
+		v.Rules = append(v.Rules, BrokenRule{Rule: res.Violation.Invariant, Reason: res.Violation.Reason})
+	}
+	return v
 }
 
 func (r *Report) finish(wall time.Duration) {
@@ -271,8 +306,20 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		row(k, "after a %s: p50 %s, p99 %s, max %s (%d)", c, seconds(f.P50Seconds), seconds(f.P99Seconds), seconds(f.MaxSeconds), f.Count)
 	}
-	if f := r.First; f != nil {
+	if r.Violating > 0 {
 		row("violating schedules", "%d of %d", r.Violating, r.Schedules)
+		for _, v := range r.ViolatingSchedules {
+			for i, b := range v.Rules {
+				if i == 0 {
+					row("", "%s, seed %d: %s: %s", v.Check, v.Seed, b.Rule, b.Reason)
+				} else {
+					row("", "  and %s: %s", b.Rule, b.Reason)
+				}
+			}
+			row("", "  replay: %s", v.Replay)
+		}
+	}
+	if f := r.First; f != nil {
 		row("first violation", "%s, seed %d: %s: %s", f.Check, f.Seed, f.Invariant, f.Reason)
 		row("minimal witness", "%d of %d events (%d shrinking runs); %s", len(f.Witness), f.WitnessOf, f.ShrinkRuns, f.Setting)
 		for i, w := range f.Witness {

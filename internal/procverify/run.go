@@ -45,6 +45,13 @@ type Config struct {
 	// ConnectTimeout bounds the wait for the agent's first request. Zero
 	// means 30 s.
 	ConnectTimeout time.Duration
+	// Quiet is how long the agent may make no progress (no claim, mark
+	// or reply) before it is judged stalled (the quiet rule): an agent's
+	// retry cadence must fit in it. Every failure the schedule injects
+	// (an error answer, a lost answer, a kill) excuses one more Quiet, so
+	// an agent that waits its cadence before each retry of a burst is not
+	// stalled. Zero means DefaultQuiet.
+	Quiet time.Duration
 	// ShrinkBudget bounds the runs spent shrinking the first violation.
 	// Zero means 48.
 	ShrinkBudget int
@@ -77,13 +84,22 @@ type Config struct {
 // DefaultSchedules is how many schedules a check runs by default.
 const DefaultSchedules = 3
 
-type settings struct{ Config }
+// DefaultQuiet is Config.Quiet's default: above the 60 s retry cadence
+// common in Band's SDKs, with room for their jitter.
+const DefaultQuiet = 90 * time.Second
+
+type settings struct {
+	Config
+	// runs numbers every schedule run (shrinking trials too), so that
+	// each gets a fake Band whose ids no other run shares.
+	runs atomic.Int64
+}
 
 func (c Config) withDefaults() (*settings, error) {
 	if len(c.Command) == 0 || c.Command[0] == "" {
 		return nil, errors.New("procverify: no agent command")
 	}
-	s := &settings{c}
+	s := &settings{Config: c}
 	if s.Schedules <= 0 {
 		s.Schedules = DefaultSchedules
 	}
@@ -95,6 +111,9 @@ func (c Config) withDefaults() (*settings, error) {
 	}
 	if s.ConnectTimeout <= 0 {
 		s.ConnectTimeout = 30 * time.Second
+	}
+	if s.Quiet <= 0 {
+		s.Quiet = DefaultQuiet
 	}
 	if s.ShrinkBudget <= 0 {
 		s.ShrinkBudget = 48
@@ -185,7 +204,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, &RunError{Kind: ErrNeverConnected, Detail: fmt.Sprintf("schedule %s seed %d: %v", r.Schedule.Check, r.Schedule.Seed, r.Err)}
 		}
 	}
-	rep.add(results)
+	rep.add(s, results)
 	if first := firstViolation(results); first != nil {
 		f, err := describe(ctx, s, first)
 		if err != nil {

@@ -62,7 +62,8 @@ const (
 	// DropSocket: the agent's socket connections drop.
 	DropSocket
 	// Supersede: Band tells the agent another connection took over; the
-	// process must exit non-zero, and the verifier then starts it again,
+	// process must send nothing more and exit (non-zero with
+	// Config.SupersedeExitCode), and the verifier then starts it again,
 	// as a supervisor would.
 	Supersede
 	// ApplyLate: the request is held Delay and then applied, whatever
@@ -208,7 +209,7 @@ func (e Event) String() string {
 	case DropSocket:
 		b.WriteString("drop the agent's socket connections")
 	case Supersede:
-		b.WriteString("supersede the agent's connection (it must exit non-zero; it is then restarted)")
+		b.WriteString("supersede the agent's connection (it must send nothing more and exit; it is then restarted)")
 	default:
 		b.WriteString(e.Kind.String())
 	}
