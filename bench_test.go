@@ -60,18 +60,21 @@ func benchmarkMessages(b *testing.B, h bandonce.Handler, ledger func(*fakeband.A
 			b.Fatal(err)
 		}
 	}
-	trips, elapsed := settleAll(b, band, bandonce.Config{
+	trips, elapsed, cpu := settleAll(b, band, bandonce.Config{
 		APIKey: agent.Key, BaseURL: band.BaseURL(), HTTPClient: band.HTTPClient(),
 		Handler: h, Ledger: ledger(&agent),
 	})
 	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/msg")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/msg")
 }
 
 // settleAll runs a shell made from cfg (polling, no socket) until it has
 // settled b.N deliveries, timing that alone, and returns the requests
-// the messages cost (messageRequests) and the time it took.
-func settleAll(b *testing.B, band *fakeband.Band, cfg bandonce.Config) (trips int, elapsed time.Duration) {
+// the messages cost (messageRequests), the time it took, and the CPU time
+// the process spent meanwhile (shell, fake and collector together: on a
+// shared machine it varies far less than the time).
+func settleAll(b *testing.B, band *fakeband.Band, cfg bandonce.Config) (trips int, elapsed, cpu time.Duration) {
 	b.Helper()
 	done := make(chan struct{})
 	settled := 0
@@ -89,17 +92,17 @@ func settleAll(b *testing.B, band *fakeband.Band, cfg bandonce.Config) (trips in
 	ctx, cancel := context.WithCancel(context.Background())
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	ran := make(chan error, 1)
 	go func() { ran <- shell.Run(ctx) }()
 	<-done
-	elapsed = time.Since(start)
+	elapsed, cpu = time.Since(start), processCPU()-cpu0
 	b.StopTimer()
 	cancel()
 	if err := <-ran; err != nil {
 		b.Fatal(err)
 	}
-	return messageRequests(before, band.Requests(), b.N), elapsed
+	return messageRequests(before, band.Requests(), b.N), elapsed, cpu
 }
 
 // messageRequests counts the requests messages cost: everything but

@@ -1,12 +1,14 @@
 package bandonce
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -188,17 +190,60 @@ func validateReply(rep *Reply, maxBody int) error {
 		}
 	}
 	// The body as post1 sends it, with the longest marker any key makes.
-	body, err := json.Marshal(map[string]any{"message": map[string]any{
-		"content":  lifecycle.AppendMarker(rep.Content, strings.Repeat("k", lifecycle.MaxKeyLen)),
-		"mentions": mentions(rep.Mentions),
-	}})
+	size, err := postBodySize(lifecycle.AppendMarker(rep.Content, longestKey), mentions(rep.Mentions))
 	if err != nil {
 		return Permanent(err)
 	}
-	if len(body) > MaxReplyBytes {
-		return Permanent(&ReplyTooLargeError{Bytes: len(body), Max: MaxReplyBytes})
+	if size > MaxReplyBytes {
+		return Permanent(&ReplyTooLargeError{Bytes: size, Max: MaxReplyBytes})
 	}
 	return nil
+}
+
+// longestKey is a dedup key of the greatest length allowed.
+var longestKey = strings.Repeat("k", lifecycle.MaxKeyLen)
+
+// postBody is the JSON body of a reply's POST, members in the order
+// wire.Client.Post writes them.
+type postBody struct {
+	Message struct {
+		Content  string         `json:"content"`
+		Mentions []wire.Mention `json:"mentions"`
+	} `json:"message"`
+}
+
+// bodyMeter is an encoder that writes into a buffer kept from reply to
+// reply, to measure a body without keeping it.
+type bodyMeter struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var bodyMeters = sync.Pool{New: func() any {
+	m := new(bodyMeter)
+	m.enc = json.NewEncoder(&m.buf)
+	return m
+}}
+
+// postBodySize is the length of the JSON body a POST of content and
+// mentions sends.
+func postBodySize(content string, mentions []wire.Mention) (int, error) {
+	m := bodyMeters.Get().(*bodyMeter)
+	defer func() {
+		if m.buf.Cap() <= 64<<10 {
+			m.buf.Reset()
+			bodyMeters.Put(m)
+		}
+	}()
+	var b postBody
+	b.Message.Content, b.Message.Mentions = content, mentions
+	if b.Message.Mentions == nil {
+		b.Message.Mentions = []wire.Mention{}
+	}
+	if err := m.enc.Encode(&b); err != nil {
+		return 0, err
+	}
+	return m.buf.Len() - 1, nil // Encode ends the value with a newline
 }
 
 // withSender returns rep, or a copy of it that mentions the sender when it

@@ -46,7 +46,7 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 			if k, ok := lifecycle.ParseMarker(item.Content); ok {
 				g.add(k)
 			}
-			if k, ok := item.Metadata[lifecycle.MetadataKey].(string); ok && lifecycle.ValidateKey(k) == nil {
+			if k, ok := item.Metadata.String(lifecycle.MetadataKey); ok && lifecycle.ValidateKey(k) == nil {
 				g.add(k)
 			}
 		}

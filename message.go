@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,12 +93,48 @@ func (m *Message) RoomContext(ctx context.Context) ([]ContextItem, error) {
 	return items, nil
 }
 
-var mentionMarker = regexp.MustCompile(`@\[\[[0-9A-Fa-f-]{36}\]\]\s*`)
-
 // StripMentions removes every @[[uuid]] mention marker, and the whitespace
-// that follows it, from content, then trims the result.
+// that follows it, from content, then trims the result. A marker is "@[[",
+// 36 hex digits and dashes, "]]"; the whitespace is spaces, tabs, line
+// feeds, carriage returns and form feeds.
 func StripMentions(content string) string {
-	return strings.TrimSpace(mentionMarker.ReplaceAllString(content, ""))
+	if !strings.Contains(content, mentionOpen) {
+		return strings.TrimSpace(content)
+	}
+	var b strings.Builder
+	b.Grow(len(content))
+	rest := content
+	for {
+		i := strings.Index(rest, mentionOpen)
+		if i < 0 {
+			break
+		}
+		if n := markerLen(rest[i:]); n > 0 {
+			b.WriteString(rest[:i])
+			rest = strings.TrimLeft(rest[i+n:], "\t\n\f\r ")
+		} else {
+			b.WriteString(rest[:i+1])
+			rest = rest[i+1:]
+		}
+	}
+	b.WriteString(rest)
+	return strings.TrimSpace(b.String())
+}
+
+const mentionOpen = "@[["
+
+// markerLen is the length of the mention marker s begins with, or 0.
+func markerLen(s string) int {
+	const n = len(mentionOpen) + 36 + len("]]")
+	if len(s) < n || s[n-2:n] != "]]" {
+		return 0
+	}
+	for _, c := range []byte(s[len(mentionOpen) : n-2]) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' || c == '-') {
+			return 0
+		}
+	}
+	return n
 }
 
 // MaxStepResult bounds the result a Step records in the ledger.

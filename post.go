@@ -101,15 +101,30 @@ func (e effect) call() string {
 // text is everything of the effect that would reach the room: content,
 // dedup key, mentions and an event's metadata as JSON.
 func (e effect) text() string {
-	parts := []string{e.key}
+	var b strings.Builder
 	if e.event != nil {
 		meta, _ := json.Marshal(e.event.Metadata) // validateEvent checked it encodes
-		parts = append(parts, e.event.Content, string(meta))
-	} else {
-		parts = append(parts, e.reply.Content)
-		parts = append(parts, e.reply.Mentions...)
+		b.Grow(len(e.key) + len(e.event.Content) + len(meta) + 2)
+		b.WriteString(e.key)
+		b.WriteString("\n")
+		b.WriteString(e.event.Content)
+		b.WriteString("\n")
+		b.Write(meta)
+		return b.String()
 	}
-	return strings.Join(parts, "\n")
+	n := len(e.key) + 1 + len(e.reply.Content)
+	for _, m := range e.reply.Mentions {
+		n += 1 + len(m)
+	}
+	b.Grow(n)
+	b.WriteString(e.key)
+	b.WriteString("\n")
+	b.WriteString(e.reply.Content)
+	for _, m := range e.reply.Mentions {
+		b.WriteString("\n")
+		b.WriteString(m)
+	}
+	return b.String()
 }
 
 // sendFailure says why an effect was not sent, or may not have been.

@@ -399,7 +399,7 @@ func (c *Client) Context(ctx context.Context, roomID string) ([]ContextItem, err
 			item := ContextItem{
 				ID: m.ID, Content: m.Content, MessageType: m.MessageType,
 				SenderID: m.SenderID, SenderType: m.SenderType, SenderName: m.SenderName,
-				InsertedAt: m.InsertedAt, Metadata: m.Metadata,
+				InsertedAt: m.InsertedAt, Metadata: m.Metadata.Map(),
 			}
 			if page.Oversize != nil {
 				item.Omitted = page.Oversize.Size

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
 )
 
 // errorJSON is the body of every error answer but the load balancer's.
@@ -99,11 +100,35 @@ func codeForStatus(status int) string {
 var jsonContentType = []string{"application/json"}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	_ = json.NewEncoder(&buf).Encode(v)
+	j := jsonWriters.Get().(*jsonWriter)
+	defer j.put()
+	_ = j.enc.Encode(v)
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = []string{strconv.Itoa(buf.Len())}
+	h["Content-Length"] = []string{strconv.Itoa(j.buf.Len())}
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(j.buf.Bytes())
+}
+
+// jsonWriter is an encoder and its buffer, used again from answer to
+// answer: an answer then costs its JSON, not a buffer and an encoder.
+type jsonWriter struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var jsonWriters = sync.Pool{New: func() any {
+	j := new(jsonWriter)
+	j.enc = json.NewEncoder(&j.buf)
+	return j
+}}
+
+// put returns j to the pool, unless an answer grew its buffer past what
+// most answers need.
+func (j *jsonWriter) put() {
+	if j.buf.Cap() > 64<<10 {
+		return
+	}
+	j.buf.Reset()
+	jsonWriters.Put(j)
 }

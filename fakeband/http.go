@@ -117,7 +117,9 @@ func (b *Band) api(rt route) http.Handler {
 			}
 		}
 		var rep reply
-		if who, err := b.authenticate(rt.side, r.Header.Get("X-API-Key")); err != nil {
+		// The key's header by its canonical name: Get would canonicalise
+		// "X-API-Key" on every request.
+		if who, err := b.authenticate(rt.side, r.Header.Get("X-Api-Key")); err != nil {
 			rep = errReply(err)
 		} else if !boundBody(r) {
 			rep = errReply(ErrTooLarge)
@@ -149,7 +151,7 @@ func (b *Band) admit(ep Endpoint, r *http.Request) (f *Fault, reqID string, open
 	}
 	b.truth.reqs[ep]++
 	if b.rate.limit != nil && r != nil {
-		if f := b.throttleLocked(ep, r.Header.Get("X-API-Key")); f != nil {
+		if f := b.throttleLocked(ep, r.Header.Get("X-Api-Key")); f != nil {
 			return f, reqID, true
 		}
 	}
@@ -226,10 +228,39 @@ func boundBody(r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody {
 		return true
 	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	data, err := readAtMost(r.Body, MaxBody+1, r.ContentLength)
 	if err != nil {
 		data = nil // a body cut off is the handlers' to refuse, as before
 	}
-	r.Body = io.NopCloser(bytes.NewReader(data))
+	b := &readBody{data: data}
+	b.Reset(data)
+	r.Body = b
 	return len(data) <= MaxBody
+}
+
+// readBody is a body boundBody read already; decodeBody uses its bytes
+// without reading them again.
+type readBody struct {
+	bytes.Reader
+	data []byte
+}
+
+func (*readBody) Close() error { return nil }
+
+// readAtMost reads up to limit bytes of body, in one buffer of the
+// declared length when there is one.
+func readAtMost(body io.Reader, limit, declared int64) ([]byte, error) {
+	if declared > 0 && declared < limit {
+		data := make([]byte, declared+1) // the extra byte finds EOF, or more than declared
+		n, err := io.ReadFull(body, data)
+		switch {
+		case err == io.ErrUnexpectedEOF || err == io.EOF:
+			return data[:n], nil
+		case err != nil:
+			return nil, err
+		}
+		rest, err := io.ReadAll(io.LimitReader(body, limit-int64(n)))
+		return append(data, rest...), err
+	}
+	return io.ReadAll(io.LimitReader(body, limit))
 }

@@ -3,6 +3,7 @@ package fakeband
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -145,6 +146,7 @@ func (b *Band) resolveOne(r *room, m mentionIn, at string) (*participant, *Error
 // and pushes.
 func (b *Band) storeLocked(r *room, sender *participant, content string, mentions []mention) *message {
 	m := &message{id: b.ids.uuid(), roomID: r.id, sender: sender, kind: TypeText, mentions: mentions, at: b.stamp()}
+	m.atText = m.at.Format(time.RFC3339Nano)
 	m.content = withMarkers(content, mentions)
 	for _, mn := range mentions {
 		if mn.kind == kindMention {
@@ -174,12 +176,28 @@ func (b *Band) storeLocked(r *room, sender *participant, content string, mention
 // withMarkers prepends one "@[[uuid]] " per mention, leaving out a
 // mention whose token already starts the content, as Band does.
 func withMarkers(content string, mentions []mention) string {
-	var prefix strings.Builder
+	var b strings.Builder
 	for _, mn := range mentions {
-		token := "@[[" + mn.p.id + "]]"
-		if !strings.HasPrefix(content, token) {
-			prefix.WriteString(token + " ")
+		if !hasMarker(content, mn.p.id) {
+			b.Grow(len(mn.p.id) + 6 + len(content))
+			b.WriteString("@[[")
+			b.WriteString(mn.p.id)
+			b.WriteString("]] ")
 		}
 	}
-	return prefix.String() + content
+	if b.Len() == 0 {
+		return content
+	}
+	b.WriteString(content)
+	return b.String()
+}
+
+// hasMarker reports whether content begins with id's marker, @[[id]].
+func hasMarker(content, id string) bool {
+	rest, ok := strings.CutPrefix(content, "@[[")
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest, id)
+	return ok && strings.HasPrefix(rest, "]]")
 }

@@ -10,16 +10,16 @@ import (
 // shared struct.
 
 type chatMessageJSON struct {
-	ID          string    `json:"id"`
-	Content     string    `json:"content"`
-	MessageType string    `json:"message_type"`
-	SenderID    string    `json:"sender_id"`
-	SenderType  string    `json:"sender_type"`
-	SenderName  string    `json:"sender_name"`
-	ChatRoomID  string    `json:"chat_room_id"`
-	InsertedAt  time.Time `json:"inserted_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
-	Metadata    any       `json:"metadata"` // metadataJSON for text, the event's own object for events
+	ID          string `json:"id"`
+	Content     string `json:"content"`
+	MessageType string `json:"message_type"`
+	SenderID    string `json:"sender_id"`
+	SenderType  string `json:"sender_type"`
+	SenderName  string `json:"sender_name"`
+	ChatRoomID  string `json:"chat_room_id"`
+	InsertedAt  string `json:"inserted_at"` // RFC 3339, as a time.Time writes itself
+	UpdatedAt   string `json:"updated_at"`
+	Metadata    any    `json:"metadata"` // metadataJSON for text, the event's own object for events
 }
 
 type metadataJSON struct {
@@ -45,8 +45,8 @@ func renderMessage(m *message) chatMessageJSON {
 		SenderType:  m.sender.kind,
 		SenderName:  m.sender.name,
 		ChatRoomID:  m.roomID,
-		InsertedAt:  m.at,
-		UpdatedAt:   m.at,
+		InsertedAt:  m.atText,
+		UpdatedAt:   m.atText,
 	}
 	if m.kind != TypeText {
 		out.Metadata = emptyObject

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
+
+	"github.com/band-once/bandonce/internal/jsonreuse"
 )
 
 // MaxBody bounds a request body: a larger one is answered 413
@@ -189,12 +192,21 @@ func (b *Band) serveContext(c *call) reply {
 
 // decodeBody reads a JSON object body of at most maxBody bytes.
 func decodeBody(r *http.Request, v any) error {
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return err
+	var data []byte
+	if b, ok := r.Body.(*readBody); ok && b.Len() == len(b.data) {
+		data = b.data // not read yet: boundBody has it whole
+	} else {
+		var err error
+		if data, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1)); err != nil {
+			return err
+		}
 	}
 	if len(data) > maxBody {
 		return io.ErrShortBuffer
 	}
-	return json.Unmarshal(data, v)
+	if jsonreuse.Unmarshal(data, v) {
+		return nil
+	}
+	reflect.ValueOf(v).Elem().SetZero() // zero again, as the callers hand it in
+	return json.Unmarshal(data, v)      // again, for its error
 }

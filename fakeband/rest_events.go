@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"time"
 	"unicode/utf8"
 )
 
@@ -81,6 +82,7 @@ func (b *Band) eventLocked(r *room, sender *participant, in *eventIn) (*message,
 		return nil, err
 	}
 	m := &message{id: b.ids.uuid(), roomID: r.id, sender: sender, kind: *in.MessageType, content: *in.Content, metadata: meta, at: b.stamp()}
+	m.atText = m.at.Format(time.RFC3339Nano)
 	r.messages = append(r.messages, m)
 	b.messages[m.id] = m
 	seq := b.truth.record(Event{Kind: EventChatEvent, AgentID: sender.id, RoomID: r.id, MessageID: m.id, Detail: m.kind})

@@ -70,6 +70,7 @@ type message struct {
 	recipients []string        // ids of the kind=mention entries
 	metadata   json.RawMessage // an event's metadata object; nil for text
 	at         time.Time
+	atText     string // at as JSON writes it, made once: a message is rendered again and again
 }
 
 // Message types: text for posts, and the six event types Band's events

@@ -3,11 +3,13 @@ package proof
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -24,39 +26,60 @@ func serveInline(h http.Handler, req *http.Request) (*http.Response, error) {
 	if err := req.Context().Err(); err != nil {
 		return nil, context.Cause(req.Context())
 	}
-	var body []byte
-	if req.Body != nil {
-		var err error
-		body, err = io.ReadAll(req.Body)
+	// One allocation holds the server's request, the writer and the
+	// response; the handler reads the client's header, which the fake
+	// never changes.
+	x := &inlineExchange{w: inlineWriter{header: make(http.Header, 4)}}
+	x.sreq = *req
+	x.url = *req.URL
+	x.sreq.URL = &x.url
+	x.sreq.Body = http.NoBody
+	x.sreq.GetBody = nil
+	x.sreq.ContentLength = 0
+	if req.Body != nil && req.Body != http.NoBody {
+		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
 		if err != nil {
 			return nil, err
 		}
+		x.reqBody.Reset(body)
+		x.sreq.Body = &x.reqBody
+		x.sreq.ContentLength = int64(len(body))
 	}
-	sreq := req.Clone(req.Context())
-	sreq.Body = io.NopCloser(bytes.NewReader(body))
-	sreq.ContentLength = int64(len(body))
-	sreq.RequestURI = req.URL.RequestURI()
-	sreq.RemoteAddr = "proof:0"
-	if sreq.Host == "" {
-		sreq.Host = req.URL.Host
+	x.sreq.RequestURI = req.URL.RequestURI()
+	x.sreq.RemoteAddr = "proof:0"
+	if x.sreq.Host == "" {
+		x.sreq.Host = req.URL.Host
 	}
-	w := &inlineWriter{header: make(http.Header)}
-	h.ServeHTTP(w, sreq)
-	if w.hijacked {
+	h.ServeHTTP(&x.w, &x.sreq)
+	if x.w.hijacked {
 		return nil, fakeband.ErrResponseLost
 	}
-	status := w.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	return &http.Response{
+	status := cmp.Or(x.w.status, http.StatusOK)
+	x.respBody.Reset(x.w.body.Bytes())
+	x.resp = http.Response{
 		Status: http.StatusText(status), StatusCode: status,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: w.header, Body: io.NopCloser(bytes.NewReader(w.body.Bytes())),
-		ContentLength: int64(w.body.Len()), Request: req,
-	}, nil
+		Header: x.w.header, Body: &x.respBody,
+		ContentLength: int64(x.w.body.Len()), Request: req,
+	}
+	return &x.resp, nil
 }
+
+// inlineExchange is one inline request and its answer.
+type inlineExchange struct {
+	sreq     http.Request
+	url      url.URL
+	reqBody  memBody
+	w        inlineWriter
+	resp     http.Response
+	respBody memBody
+}
+
+// memBody is a body in memory; closing it does nothing.
+type memBody struct{ bytes.Reader }
+
+func (*memBody) Close() error { return nil }
 
 func isUpgrade(req *http.Request) bool {
 	return strings.EqualFold(req.Header.Get("Upgrade"), "websocket")

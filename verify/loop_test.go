@@ -37,7 +37,9 @@ const requestTimeout = 2 * time.Second
 // sendOnce is a wire.Doer that sends every request once.
 type sendOnce struct{ hc *http.Client }
 
-func (d sendOnce) Do(req *http.Request, _ bool) (*http.Response, error) { return d.hc.Do(req) }
+func (d sendOnce) Do(req *http.Request, _ string, _ bool) (*http.Response, error) {
+	return d.hc.Do(req)
+}
 
 // handLoop is an agent with its own loop over Band's REST API, without the
 // Shell and without a socket: it polls every room's /next, marks, runs its

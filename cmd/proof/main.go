@@ -53,6 +53,7 @@ type options struct {
 	ledger     string
 	postgres   string // the database of -ledger pg
 	replicas   int    // replicas per schedule; 0 runs one agent
+	cpuprofile string // where to write a CPU profile of the run; "" writes none
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -67,6 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.verbose, "v", false, "print one line per schedule before the receipt")
 	fs.StringVar(&o.ledger, "ledger", string(ledgerMemory), "ledger durable schedules keep across kills: memory, bolt or pg")
 	fs.IntVar(&o.replicas, "replicas", 0, "run every schedule with this many replicas of the shell on one leased ledger (2 or more; 0 runs one shell)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
 	fs.StringVar(&o.postgres, "postgres", os.Getenv(postgresEnv), "PostgreSQL URL for -ledger pg (default $"+postgresEnv+"); the run works in a schema of its own and drops it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -150,6 +152,14 @@ func main() {
 	testing.Main(matchAll, []testing.InternalTest{{
 		Name: "KillStorm",
 		F: func(t *testing.T) {
+			if o.cpuprofile != "" {
+				stop, err := startCPUProfile(o.cpuprofile)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "proof:", err)
+					t.FailNow()
+				}
+				defer stop()
+			}
 			if !prove(t, o, receipt, os.Stderr) {
 				t.Fail()
 			}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -207,4 +208,21 @@ func TestReplicas(t *testing.T) {
 	assert.True(t, held, out.String())
 	assert.Contains(t, out.String(), "clocks not skewed")
 	assert.Contains(t, out.String(), "replay               go run ./cmd/proof -seed 5 -schedules 12 -ledger pg -replicas 2\n")
+}
+
+func TestCPUProfileWritesAProfileOfTheRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.out")
+	stdout, stderr, code := runCommand(t, "-schedules 4 -cpuprofile "+path)
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "exactly-once held across 4 schedules")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(data), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, data[:2], "a pprof profile is gzipped")
+}
+
+func TestCPUProfileToAnUnwritablePathFails(t *testing.T) {
+	_, stderr, code := runCommand(t, "-schedules 1 -cpuprofile "+filepath.Join(t.TempDir(), "no", "such", "dir", "cpu.out"))
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, stderr, "-cpuprofile")
 }

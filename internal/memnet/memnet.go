@@ -8,12 +8,14 @@ package memnet
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,35 +36,114 @@ func Client(h http.Handler) *http.Client {
 var ErrHandlerAbandoned = errors.New("memnet: request context ended before the response")
 
 // RoundTrip implements http.RoundTripper. The request body is read in full
-// before the handler runs, as a server would have received it.
+// before the handler runs, as a server would have received it. A plain
+// request's handler reads the client's header map itself, not a copy: it
+// must not change it (a server's request is the handler's to change, and
+// fakeband's handlers never do).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	var body []byte
-	if req.Body != nil {
-		var err error
-		body, err = io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, err
-		}
+	body, err := readRequestBody(req)
+	if err != nil {
+		return nil, err
 	}
 	if isUpgrade(req) {
 		return t.upgrade(req, body)
 	}
-	sreq := serverRequest(req, req.Context(), body)
-	rec := &recorder{header: make(http.Header), status: 0}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t.Handler.ServeHTTP(rec, sreq)
-	}()
+	// One allocation holds the server's request, the recorder and the
+	// response: a request costs the handler's work, little more.
+	x := &exchange{rec: recorder{header: make(http.Header, 4)}, done: make(chan struct{})}
+	x.fill(req, body)
+	go x.serve(t.Handler)
 	select {
-	case <-done:
+	case <-x.done:
 	case <-req.Context().Done():
 		// The handler sees the same context and is expected to notice;
 		// the client does not wait for it.
 		return nil, errors.Join(ErrHandlerAbandoned, context.Cause(req.Context()))
 	}
-	return rec.response(req), nil
+	return x.response(req), nil
+}
+
+// readRequestBody reads the request's body whole, in one buffer when its
+// length is declared.
+func readRequestBody(req *http.Request) ([]byte, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	defer req.Body.Close()
+	if n := req.ContentLength; n > 0 && n < 1<<30 {
+		body := make([]byte, n+1) // the extra byte finds EOF, or a longer body
+		got, err := io.ReadFull(req.Body, body)
+		switch {
+		case err == io.ErrUnexpectedEOF || err == io.EOF:
+			return body[:got], nil
+		case err != nil:
+			return nil, err
+		}
+		rest, err := io.ReadAll(req.Body)
+		return append(body, rest...), err
+	}
+	return io.ReadAll(req.Body)
+}
+
+// exchange is one plain request and its answer.
+type exchange struct {
+	sreq     http.Request
+	url      url.URL
+	reqBody  bodyReader
+	rec      recorder
+	resp     http.Response
+	respBody bodyReader
+	done     chan struct{} // closed when the handler returned
+}
+
+// fill makes x.sreq the request the handler gets: req as a server would
+// have read it off the wire, on req's context.
+func (x *exchange) fill(req *http.Request, body []byte) {
+	x.sreq = *req
+	x.url = *req.URL
+	x.sreq.URL = &x.url
+	if x.sreq.Header == nil {
+		x.sreq.Header = make(http.Header)
+	}
+	x.reqBody.Reset(body)
+	x.sreq.Body = &x.reqBody
+	if req.Body == nil || req.Body == http.NoBody {
+		x.sreq.Body = http.NoBody // as a server gives a request without one
+	}
+	x.sreq.GetBody = nil
+	x.sreq.ContentLength = int64(len(body))
+	x.sreq.RequestURI = req.URL.RequestURI()
+	x.sreq.RemoteAddr = "memnet:0"
+	if x.sreq.Host == "" {
+		x.sreq.Host = req.URL.Host
+	}
+}
+
+// bodyReader is a body read from memory; closing it does nothing.
+type bodyReader struct{ bytes.Reader }
+
+func (*bodyReader) Close() error { return nil }
+
+func (x *exchange) serve(h http.Handler) {
+	defer close(x.done)
+	h.ServeHTTP(&x.rec, &x.sreq)
+}
+
+// response is the client's answer, once the handler returned.
+func (x *exchange) response(req *http.Request) *http.Response {
+	x.respBody.Reset(x.rec.body.Bytes())
+	x.resp = http.Response{
+		Status:        statusLine(cmp.Or(x.rec.status, http.StatusOK)),
+		StatusCode:    cmp.Or(x.rec.status, http.StatusOK),
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        x.rec.header,
+		Body:          &x.respBody,
+		ContentLength: int64(x.rec.body.Len()),
+		Request:       req,
+	}
+	return &x.resp
 }
 
 func isUpgrade(req *http.Request) bool {

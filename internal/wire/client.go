@@ -108,14 +108,14 @@ func (c *Client) Me(ctx context.Context) (_ *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var a Agent
-	if err := decode(res, &a); err != nil {
+	a, err := decode[Agent](res)
+	if err != nil {
 		return nil, err
 	}
 	if a.ID == "" {
 		return nil, res.protocolError("agent has no id")
 	}
-	return &a, nil
+	return a, nil
 }
 
 // Chats returns every room the agent is in, walking all pages of
@@ -254,11 +254,11 @@ func (c *Client) mark(ctx context.Context, endpoint, chatID, msgID, verb string,
 	if err != nil {
 		return nil, nil, err
 	}
-	var m Mark
-	if err := decode(res, &m); err != nil {
+	m, err := decode[Mark](res)
+	if err != nil {
 		return nil, nil, err
 	}
-	return &m, res, nil
+	return m, res, nil
 }
 
 // Post sends a text message to chatID. It is sent exactly once, never
@@ -289,14 +289,14 @@ func (c *Client) Post(ctx context.Context, chatID, content string, mentions []Me
 	if err != nil {
 		return nil, err
 	}
-	var p Posted
-	if err := decode(res, &p); err != nil {
+	p, err := decode[Posted](res)
+	if err != nil {
 		return nil, err
 	}
 	if p.ID == "" {
 		return nil, res.protocolError("posted message has no id")
 	}
-	return &p, nil
+	return p, nil
 }
 
 // Context returns one page of the agent's view of chatID, oldest first,

@@ -147,7 +147,7 @@ func TestNextParsesTheMessage(t *testing.T) {
 	assert.Equal(t, &Message{
 		ID: "m1", Content: "hello @[[a1]]", MessageType: "text", SenderID: "u1", SenderType: "User",
 		SenderName: "Ann", ChatRoomID: "c1", InsertedAt: time.Date(2026, 6, 13, 10, 0, 0, 0, time.UTC),
-		Metadata: map[string]any{"mentions": []any{map[string]any{"id": "a1"}}},
+		Metadata: Metadata{raw: json.RawMessage(`{"mentions":[{"id":"a1"}]}`)},
 	}, m)
 }
 

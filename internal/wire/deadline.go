@@ -18,6 +18,11 @@ type deadlineTransport struct {
 }
 
 func (t *deadlineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if d, ok := req.Context().Deadline(); ok && !d.After(time.Now().Add(t.timeout)) {
+		// An earlier deadline bounds it already (a mark's): a second one
+		// would cost a context and a timer and change nothing.
+		return t.next.RoundTrip(req)
+	}
 	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/band-once/bandonce/internal/jsonreuse"
 )
 
 // MaxBodyExcerpt is how many bytes of an unexpected body an error keeps:
@@ -70,21 +72,24 @@ func decodeFast[T any](r *response) (*T, bool) {
 		Data     *T              `json:"data"`
 		Metadata json.RawMessage `json:"metadata"`
 	}
-	if json.Unmarshal(r.body, &env) != nil || env.Data == nil {
+	if !jsonreuse.Unmarshal(r.body, &env) || env.Data == nil {
 		return nil, false
 	}
 	r.metadata = env.Metadata
 	return env.Data, true
 }
 
-// decode fills v from the envelope's data: in one pass when the answer is
+// decode returns the envelope's data: in one pass when the answer is
 // well formed, else step by step for a precise error.
-func decode[T any](r *response, v *T) error {
+func decode[T any](r *response) (*T, error) {
 	if d, ok := decodeFast[T](r); ok {
-		*v = *d
-		return nil
+		return d, nil
 	}
-	return r.decodeData(v)
+	v := new(T)
+	if err := r.decodeData(v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // servedMessage is a Message whose content's presence can be checked in

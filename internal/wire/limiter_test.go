@@ -280,7 +280,7 @@ func TestARetryIsWithheldByItsStartCheck(t *testing.T) {
 		})
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://band.test/x", strings.NewReader("body"))
 		require.NoError(t, err)
-		_, err = doer.Do(req, true)
+		_, err = doer.Do(req, "", true)
 		var notSent *NotSentError
 		require.ErrorAs(t, err, &notSent)
 		assert.ErrorIs(t, err, stopped)

@@ -79,7 +79,8 @@ type retryDoer struct {
 	deprecated sync.Map
 }
 
-func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
+func (d *retryDoer) Do(req *http.Request, endpoint string, retry bool) (*http.Response, error) {
+	endpoint = endpointOf(req, endpoint)
 	ctx := req.Context()
 	if ctx.Err() != nil {
 		return nil, withCause(ctx, ctx.Err())
@@ -87,18 +88,17 @@ func (d *retryDoer) Do(req *http.Request, retry bool) (*http.Response, error) {
 	if !retry || d.opts.MaxAttempts == 1 {
 		began := time.Now()
 		resp, err := d.hc.Do(req)
-		d.observe(ctx, endpointOf(req), 1, began, resp, err)
+		d.observe(ctx, endpoint, 1, began, resp, err)
 		if err != nil {
 			return nil, withCause(ctx, err)
 		}
-		d.noteDeprecation(ctx, endpointOf(req), resp)
+		d.noteDeprecation(ctx, endpoint, resp)
 		return resp, nil
 	}
 
 	// The first try goes out as it is: most calls need no other, and
 	// the retrying client costs a dozen allocations before it sends. It
 	// is judged and waited after exactly as retryablehttp does it below.
-	endpoint := endpointOf(req)
 	if req.Body != nil && req.GetBody == nil {
 		return d.retry(ctx, req, endpoint, 0, nil) // a body that cannot be sent twice but by the retrying client
 	}

@@ -430,7 +430,7 @@ func TestDoerErrorCarriesTheCause(t *testing.T) {
 		time.AfterFunc(time.Second, func() { cancel(errInterrupt) })
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, testBase+"/agent/me", nil)
 		require.NoError(t, err)
-		resp, err := d.Do(req, true)
+		resp, err := d.Do(req, "", true)
 		assert.Nil(t, resp)
 		assert.ErrorIs(t, err, errInterrupt)
 		assert.ErrorIs(t, err, context.Canceled)

@@ -39,18 +39,11 @@ type response struct {
 	metadata []byte
 }
 
-// endpointKey carries the templated endpoint name to the Doer for its logs.
-type endpointKey struct{}
-
-func withEndpoint(ctx context.Context, endpoint string) context.Context {
-	return context.WithValue(ctx, endpointKey{}, endpoint)
-}
-
 // endpointOf names req for logs: the Client's template when there is one,
 // else the method and path.
-func endpointOf(req *http.Request) string {
-	if ep, ok := req.Context().Value(endpointKey{}).(string); ok {
-		return ep
+func endpointOf(req *http.Request, endpoint string) string {
+	if endpoint != "" {
+		return endpoint
 	}
 	return req.Method + " " + req.URL.Path
 }
@@ -74,19 +67,20 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 		// sends the same bytes again.
 		body = bytes.NewReader(r.body)
 	}
-	req, err := http.NewRequestWithContext(withEndpoint(ctx, r.endpoint), r.method, u, body)
+	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
 	if err != nil {
 		return nil, fmt.Errorf("band: %s: %w", r.endpoint, err)
 	}
 	// The header in one piece, its keys already canonical: Set would
 	// allocate a slice per value and canonicalise X-API-Key every time.
+	// The map is NewRequest's own, still empty.
 	vals := [3]string{c.key.Value(), "application/json", "application/json"}
-	req.Header = http.Header{"X-Api-Key": vals[0:1:1], "Accept": vals[1:2:2]}
+	req.Header["X-Api-Key"], req.Header["Accept"] = vals[0:1:1], vals[1:2:2]
 	if r.body != nil {
 		req.Header["Content-Type"] = vals[2:3:3]
 	}
 
-	resp, err := c.doer.Do(req, r.retry)
+	resp, err := c.doer.Do(req, r.endpoint, r.retry)
 	if err != nil {
 		return nil, callError(ctx, r.endpoint, err)
 	}

@@ -83,14 +83,14 @@ func (c *Client) Event(ctx context.Context, chatID, messageType, content string,
 	if err != nil {
 		return nil, err
 	}
-	var e EventPosted
-	if err := decode(res, &e); err != nil {
+	e, err := decode[EventPosted](res)
+	if err != nil {
 		return nil, err
 	}
 	if e.ID == "" {
 		return nil, res.protocolError("posted event has no id")
 	}
-	return &e, nil
+	return e, nil
 }
 
 // Participants lists chatID's participants (Band does not page them).
@@ -157,14 +157,14 @@ func (c *Client) RemoveParticipant(ctx context.Context, chatID, participantID st
 }
 
 func decodeParticipant(res *response) (*Participant, error) {
-	var p Participant
-	if err := decode(res, &p); err != nil {
+	p, err := decode[Participant](res)
+	if err != nil {
 		return nil, err
 	}
 	if p.ID == "" {
 		return nil, res.protocolError("participant has no id")
 	}
-	return &p, nil
+	return p, nil
 }
 
 // Peers lists the agents and users this agent may add to a room, walking
@@ -232,13 +232,13 @@ func (c *Client) CreateChat(ctx context.Context, title string) (*Room, error) {
 	if err != nil {
 		return nil, err
 	}
-	var r struct {
+	r, err := decode[struct {
 		ID         string    `json:"id"`
 		Title      *string   `json:"title"`
 		TaskID     *string   `json:"task_id"`
 		InsertedAt time.Time `json:"inserted_at"`
-	}
-	if err := decode(res, &r); err != nil {
+	}](res)
+	if err != nil {
 		return nil, err
 	}
 	if r.ID == "" {

@@ -11,8 +11,10 @@ import (
 // Doer sends one logical request. retry reports whether the request may be
 // repeated on a transient failure (reads and marks); the reply POST is sent
 // with retry false and is never repeated below the shell's guard.
+// endpoint names the call in logs and observations; "" names it by its
+// method and path.
 type Doer interface {
-	Do(req *http.Request, retry bool) (*http.Response, error)
+	Do(req *http.Request, endpoint string, retry bool) (*http.Response, error)
 }
 
 // Agent is data of GET /agent/me.
@@ -34,15 +36,15 @@ type Chat struct {
 
 // Message is a ChatMessage as served by /messages/next and /context.
 type Message struct {
-	ID          string         `json:"id"`
-	Content     string         `json:"content"`
-	MessageType string         `json:"message_type"`
-	SenderID    string         `json:"sender_id"`
-	SenderType  string         `json:"sender_type"`
-	SenderName  string         `json:"sender_name,omitempty"`
-	ChatRoomID  string         `json:"chat_room_id,omitempty"`
-	InsertedAt  time.Time      `json:"inserted_at,omitzero"`
-	Metadata    map[string]any `json:"metadata,omitempty"`
+	ID          string    `json:"id"`
+	Content     string    `json:"content"`
+	MessageType string    `json:"message_type"`
+	SenderID    string    `json:"sender_id"`
+	SenderType  string    `json:"sender_type"`
+	SenderName  string    `json:"sender_name,omitempty"`
+	ChatRoomID  string    `json:"chat_room_id,omitempty"`
+	InsertedAt  time.Time `json:"inserted_at,omitzero"`
+	Metadata    Metadata  `json:"metadata,omitzero"`
 }
 
 // Mark is data of the processing, processed and failed endpoints.
