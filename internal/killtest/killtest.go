@@ -6,8 +6,11 @@
 package killtest
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -20,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/band-once/bandonce/internal/safebuf"
 )
@@ -259,4 +264,40 @@ func Serve(t testing.TB, bin string, env []string, proxy *Proxy, ready string, p
 	if s := p.Stderr.String(); s != "" {
 		t.Errorf("nothing on stderr unless asked; got %s", s)
 	}
+}
+
+// PostgresEnv names the variable pointing the tests at a PostgreSQL.
+const PostgresEnv = "BANDONCE_TEST_POSTGRES"
+
+// FreshDatabase creates a database of the test's own on the PostgreSQL
+// that PostgresEnv names, dropped at cleanup, and returns its URL (the
+// fake's ids repeat from run to run, so a ledger left by an earlier run
+// must not be seen). It skips the test when PostgresEnv is not set.
+func FreshDatabase(t testing.TB, prefix string) string {
+	t.Helper()
+	dsn := os.Getenv(PostgresEnv)
+	if dsn == "" {
+		t.Skip(PostgresEnv + " is not set: this test needs a PostgreSQL server")
+	}
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("%s_%08x", prefix, rand.Uint32())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Error(err)
+		}
+		_ = admin.Close(ctx)
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }
