@@ -76,6 +76,17 @@ type Reply struct {
 // DefaultKey is the dedup key of a reply whose DedupKey is empty.
 func DefaultKey(messageID string) string { return "msg:" + messageID }
 
+// derivedKey reports whether key names a unit of work of message
+// messageID alone: its default key, or a key under it
+// ("msg:<message id>:..."), as the default keys of sends, events and
+// writes are, and package agentloop's. No other message can have written
+// it, so on Band's first attempt of the message no earlier attempt can
+// have either, and its guard posts without a read.
+func derivedKey(messageID, key string) bool {
+	d := DefaultKey(messageID)
+	return key == d || (len(key) > len(d) && key[:len(d)] == d && key[len(d)] == ':')
+}
+
 // Body returns the content with every @[[uuid]] mention marker, and the
 // whitespace after it, removed, then trimmed.
 func (m *Message) Body() string { return StripMentions(m.Content) }

@@ -161,7 +161,7 @@ func (m *Message) Send(ctx context.Context, rep Reply) error {
 	}
 	return m.turn.emit(ctx, func(t *turn) effect {
 		if rep.DedupKey != "" {
-			return effect{key: rep.DedupKey, reply: &rep}
+			return effect{key: rep.DedupKey, defaultKey: derivedKey(t.msgID, rep.DedupKey), reply: &rep}
 		}
 		t.sends++
 		return effect{key: DefaultKey(t.msgID) + ":send:" + strconv.Itoa(t.sends), defaultKey: true, reply: &rep}
@@ -182,7 +182,7 @@ func (m *Message) Event(ctx context.Context, ev Event) error {
 	}
 	return m.turn.emit(ctx, func(t *turn) effect {
 		if ev.DedupKey != "" {
-			return effect{key: ev.DedupKey, event: &ev}
+			return effect{key: ev.DedupKey, defaultKey: derivedKey(t.msgID, ev.DedupKey), event: &ev}
 		}
 		t.events++
 		return effect{key: DefaultKey(t.msgID) + ":event:" + strconv.Itoa(t.events), defaultKey: true, event: &ev}

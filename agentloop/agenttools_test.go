@@ -158,3 +158,29 @@ func TestABandAgentAPIToolsRefusalIsTheModelsToRead(t *testing.T) {
 		t.Errorf("%d writes in the fake's truth, want none", n)
 	}
 }
+
+// The tools' keys are the calls' places under the message's key, so a
+// first delivery writes each without reading Band for it: a request per
+// write.
+func TestAFirstDeliveryOfBandsToolsReadsNothingToGuardThem(t *testing.T) {
+	w := newWorld(t)
+	m := boardScript()
+	m.steps[0].ToolCalls = append(m.steps[0].ToolCalls, call(agentloop.ToolSendEvent, `{"type":"thought","content":"on it"}`),
+		call(agentloop.ToolSendMessage, `{"content":"on it"}`))
+	loop := &agentloop.Loop{Model: m, Tools: agentloop.BandTools()}
+	w.serve(t, loop.Handler())
+	msg := w.say(t, "please refund order-17")
+	w.waitStatus(t, msg, fakeband.StatusProcessed)
+	reqs := w.fb.Requests()
+	for _, ep := range []fakeband.Endpoint{fakeband.EndpointContext, fakeband.EndpointMemories, fakeband.EndpointTasks, fakeband.EndpointTaskHistory} {
+		if reqs[ep] != 0 {
+			t.Errorf("%s: %d reads, want none", ep, reqs[ep])
+		}
+	}
+	for ep, n := range map[fakeband.Endpoint]int{fakeband.EndpointCreateMemory: 1, fakeband.EndpointCreateTask: 1, fakeband.EndpointUpdateTask: 2,
+		fakeband.EndpointPutBoard: 1, fakeband.EndpointEvent: 1, fakeband.EndpointPost: 2} {
+		if reqs[ep] != n {
+			t.Errorf("%s: %d requests, want %d", ep, reqs[ep], n)
+		}
+	}
+}
