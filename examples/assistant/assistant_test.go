@@ -83,3 +83,24 @@ func TestTheAssistantIsExactlyOnce(t *testing.T) {
 	}))
 	t.Logf("%d schedules", res.Schedules)
 }
+
+// Without a setting it needs, the assistant says which variable to set,
+// before it makes any request.
+func TestTheAssistantNamesTheMissingSetting(t *testing.T) {
+	full := map[string]string{"BAND_API_KEY": "band_a_x", "ASSISTANT_PAYMENTS_URL": "http://127.0.0.1:1", "ANTHROPIC_API_KEY": "k",
+		"BAND_BASE_URL": "http://127.0.0.1:1/api/v1", "BANDONCE_LEDGER": "mysql://x"}
+	for unset, want := range map[string]string{"BAND_API_KEY": "BAND_API_KEY", "ASSISTANT_PAYMENTS_URL": "ASSISTANT_PAYMENTS_URL",
+		"ANTHROPIC_API_KEY": "ANTHROPIC_API_KEY or OPENAI_API_KEY", "": "BANDONCE_LEDGER"} {
+		env := map[string]string{}
+		for k, v := range full {
+			if k != unset {
+				env[k] = v
+			}
+		}
+		var out bytes.Buffer
+		err := run(t.Context(), func(k string) string { return env[k] }, &out, slog.New(slog.DiscardHandler))
+		if assert.Error(t, err, "without %s", unset) {
+			assert.Contains(t, err.Error(), want)
+		}
+	}
+}
