@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/band-once/bandonce/band"
-	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/lifecycle"
 	"github.com/band-once/bandonce/internal/wire"
 )
 
@@ -125,7 +125,7 @@ func (m *Message) StoreMemory(ctx context.Context, mem Memory) (band.Memory, err
 			}
 			me := t.r.s.agentID()
 			for _, x := range ms {
-				if x.SourceAgentID == me && x.Metadata[core.MetadataKey] == key {
+				if x.SourceAgentID == me && x.Metadata[lifecycle.MetadataKey] == key {
 					return x, true, nil
 				}
 			}
@@ -155,8 +155,8 @@ func validateMemory(mem *Memory) error {
 	if mem.Scope == "subject" && mem.SubjectID == "" {
 		return Permanent(errors.New(`a "subject" memory needs a SubjectID`))
 	}
-	if _, taken := mem.Metadata[core.MetadataKey]; taken {
-		return Permanent(fmt.Errorf("metadata member %q is reserved for the dedup key; set DedupKey instead", core.MetadataKey))
+	if _, taken := mem.Metadata[lifecycle.MetadataKey]; taken {
+		return Permanent(fmt.Errorf("metadata member %q is reserved for the dedup key; set DedupKey instead", lifecycle.MetadataKey))
 	}
 	if _, err := json.Marshal(mem.Metadata); err != nil {
 		return Permanent(fmt.Errorf("metadata does not encode as JSON: %w", err))
@@ -194,7 +194,7 @@ func (m *Message) CreateTask(ctx context.Context, task Task) (band.Task, error) 
 			}
 			me := t.r.s.agentID()
 			for _, x := range ts {
-				if k, ok := core.ParseMarker(x.Detail); ok && k == key && x.CreatedBy.ID == me {
+				if k, ok := lifecycle.ParseMarker(x.Detail); ok && k == key && x.CreatedBy.ID == me {
 					return x, true, nil
 				}
 			}
@@ -247,7 +247,7 @@ func (m *Message) UpdateTask(ctx context.Context, taskID string, u TaskUpdate) (
 			me := t.r.s.agentID()
 			for _, e := range history {
 				text, _ := e.Payload["text"].(string)
-				if k, ok := core.ParseMarker(text); ok && k == key && e.Event == "commented" && e.Actor.ID == me {
+				if k, ok := lifecycle.ParseMarker(text); ok && k == key && e.Event == "commented" && e.Actor.ID == me {
 					task, err := client.Task(ctx, room, taskID)
 					return task, err == nil, err
 				}
@@ -256,7 +256,7 @@ func (m *Message) UpdateTask(ctx context.Context, taskID string, u TaskUpdate) (
 		},
 		do: func(ctx context.Context, key string) (band.Task, error) {
 			up := up
-			up.Comment = core.AppendMarker(u.Comment, key)
+			up.Comment = lifecycle.AppendMarker(u.Comment, key)
 			return client.UpdateTask(ctx, room, taskID, up)
 		},
 	})
@@ -400,16 +400,16 @@ func (t *turn) roomMarker(key string) string {
 // marked is a task's detail with the key's marker as its last line.
 func marked(detail, key string) string {
 	if strings.TrimSpace(detail) == "" {
-		return core.AppendMarker("", key)[1:] // the marker alone
+		return lifecycle.AppendMarker("", key)[1:] // the marker alone
 	}
-	return core.AppendMarker(detail, key)
+	return lifecycle.AppendMarker(detail, key)
 }
 
 func checkKey(key string) error {
 	if key == "" {
 		return nil
 	}
-	if err := core.ValidateKey(key); err != nil {
+	if err := lifecycle.ValidateKey(key); err != nil {
 		return Permanent(err)
 	}
 	return nil
@@ -488,9 +488,9 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 	// Checked stays false: the room check a durable ledger gets (against
 	// the room's posts) says nothing of memories, tasks or rooms, so its
 	// "no record" for them is never taken as proof, and Band is read.
-	facts := core.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Attempt: t.attempt, DefaultKey: isDefault || derivedKey(t.msgID, w.key)}
+	facts := lifecycle.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Attempt: t.attempt, DefaultKey: isDefault || derivedKey(t.msgID, w.key)}
 	for try := 0; ; try++ {
-		if core.Guard(facts) != core.PostNow {
+		if lifecycle.Guard(facts) != lifecycle.PostNow {
 			v, found, err := w.find(ectx, w.key)
 			switch {
 			case err != nil:
@@ -499,7 +499,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 				t.recordWrite(ectx, w.key, record, KeyDuplicateDropped, v)
 				r.s.log.Info("bandonce: already on Band; not writing it again", "room", r.id, "key", w.key, "write", w.kind)
 				return v, false, nil
-			case facts.Ledger == core.Settled:
+			case facts.Ledger == lifecycle.Settled:
 				return zero, false, fmt.Errorf("bandonce: %s (key %q): %w", w.call, w.key, ErrWriteGone)
 			}
 		}
@@ -534,7 +534,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 		}
 		// Ambiguous: it may have been applied. Only a fresh read can
 		// tell, so the next pass reads before writing again.
-		facts.Ledger = core.Intent
+		facts.Ledger = lifecycle.Intent
 		if try+1 >= r.s.cfg.Retry.MaxAttempts {
 			return fail("outcome unknown", err)
 		}
@@ -565,7 +565,7 @@ func (t *turn) recordWrite(ctx context.Context, key, record string, state KeySta
 // kind and key, or a digest of the key when the name would be too long.
 func writeRecord(kind, key string) string {
 	name := "bandonce:" + kind + ":" + key
-	if len(name) <= core.MaxKeyLen {
+	if len(name) <= lifecycle.MaxKeyLen {
 		return name
 	}
 	sum := sha256.Sum256([]byte(key))

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/lifecycle"
 )
 
 // Backoff paces the handler attempts of a message whose handler failed.
@@ -59,7 +59,7 @@ func (b Backoff) validate() error {
 }
 
 // wait is how long a message waits after its failures-th failure, err.
-func (b Backoff) wait(j *core.Jitter, failures int, err error) time.Duration {
+func (b Backoff) wait(j *lifecycle.Jitter, failures int, err error) time.Duration {
 	if d := retryAfterOf(err); d > 0 {
 		return min(d, b.MaxRetryAfter)
 	}

@@ -2,7 +2,6 @@ package bandonce
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -161,11 +160,12 @@ type Config struct {
 	// 10 s.
 	ShutdownTimeout time.Duration
 
-	// MaxConcurrentRooms caps how many rooms run a turn (ask /next,
-	// handle a message, settle it) at once; a room with nothing to do
-	// costs no goroutine, and a turn waiting on a slow handler costs its
+	// MaxConcurrentRooms caps how many rooms run a round (ask /next,
+	// handle a message, carry it to its outcome) at once; a room with
+	// nothing to do costs no goroutine, and a round waiting on a slow
+	// handler costs its
 	// goroutine and what the handler holds (docs/performance.md). The
-	// requests of all turns together are bounded by MaxRequestsInFlight
+	// requests of all rounds together are bounded by MaxRequestsInFlight
 	// whatever this is. Set it lower when the Handler calls a service with
 	// a concurrency limit of its own, such as a model API allowing so many
 	// calls at once. Zero means DefaultMaxConcurrentRooms.
@@ -200,115 +200,10 @@ type Config struct {
 	fromEnv *envOrigin
 }
 
-// DefaultMaxConcurrentRooms is how many rooms run a turn at once when
+// DefaultMaxConcurrentRooms is how many rooms run a round at once when
 // Config.MaxConcurrentRooms is zero: enough for an agent in ten thousand
 // rooms, each waiting seconds on a model, to wait for them all at once.
 const DefaultMaxConcurrentRooms = 10000
-
-// Hooks observe the shell. Each is called synchronously on the goroutine
-// doing the work (a room's, the socket's) and must return quickly without
-// blocking: a slow hook delays that room, or every control signal. An error
-// a hook receives never shows the APIKey. doc.go says what each is for.
-type Hooks struct {
-	// Outcome is called once each time a message's delivery is settled.
-	Outcome func(Outcome)
-	// DeadLetter is called when a message is given up on: marked failed
-	// with the reason, then consumed so the room moves on.
-	DeadLetter func(Outcome)
-	// InvalidControl is called with a control push the shell could not
-	// use, and why.
-	InvalidControl func(raw []byte, err error)
-
-	// DeliveryStart is called when /next serves a message, before the
-	// shell does anything with it. The context it returns (ctx itself, or
-	// a context derived from it, such as one carrying a trace span) is the
-	// one the delivery's requests, handler and hooks run under; nil means
-	// ctx.
-	DeliveryStart func(ctx context.Context, d Delivery) context.Context
-	// DeliveryEnd is called once for every DeliveryStart, when the shell
-	// is done with the delivery, with its Outcome (zero when it ended
-	// without one, such as at shutdown: Band serves the message again).
-	DeliveryEnd func(ctx context.Context, d Delivery)
-	// HandlerStart is called just before the Handler. Like DeliveryStart
-	// it may return a context derived from ctx, which the Handler gets.
-	HandlerStart func(ctx context.Context, d Delivery) context.Context
-	// HandlerEnd is called when the Handler returns (or panics), with how
-	// long it ran and its error; context.Cause(ctx) says whether a signal
-	// or a shutdown cancelled it.
-	HandlerEnd func(ctx context.Context, d Delivery, took time.Duration, err error)
-	// GuardRead is called after each read of the room by the dedup guard,
-	// with whether the reply was found there already.
-	GuardRead func(ctx context.Context, d Delivery, found bool, err error)
-	// Request is called after every HTTP attempt to Band's REST API,
-	// retries included.
-	Request func(ctx context.Context, r Request)
-	// Step is called when a Message.Step returns, with whether its fn ran
-	// or its result was replayed from the ledger, how long it took and
-	// its error. ctx is the one the handler passed to Step.
-	Step func(ctx context.Context, s StepRun)
-	// Control is called for each room a control signal was applied to,
-	// and once for a supersede.
-	Control func(ControlSignal)
-	// Socket is called when the socket has connected and joined its
-	// topics (up), and when a connection ends (down, with why).
-	Socket func(up bool, err error)
-	// Throttle is called when Band's 429s make the shell pace every
-	// request it sends (throttled, with the pace in requests a second),
-	// each time it cuts that pace again, and once the pace has grown back
-	// to no limit (throttled false, rate 0).
-	Throttle func(throttled bool, rate float64)
-	// Room is called when the shell starts serving a room (added) and
-	// when it stops (removed: the agent left it, or Run is ending).
-	Room func(roomID string, added bool)
-}
-
-// OutcomeKind says how one delivery of a message ended.
-type OutcomeKind int
-
-const (
-	// Replied: the reply was posted and the message marked processed.
-	Replied OutcomeKind = iota + 1
-	// NoReply: the handler returned no reply; the message was consumed.
-	NoReply
-	// DuplicateDropped: the reply was already in the room (an earlier
-	// delivery posted it); it was not posted again.
-	DuplicateDropped
-	// Failed: the handler failed; the message was marked failed and comes
-	// back through /next.
-	Failed
-	// DeadLettered: the message was given up on and consumed.
-	DeadLettered
-	// Interrupted: an interrupt aborted the cycle; nothing was posted and
-	// the message was consumed.
-	Interrupted
-	// Stopped: a stop aborted the cycle; the message stays for replay.
-	Stopped
-	// AckPending: the reply is settled but the processed mark failed; only
-	// the mark is retried.
-	AckPending
-	// Acknowledged: a pending processed mark was retried and landed.
-	Acknowledged
-)
-
-var outcomeNames = [...]string{"", "replied", "no-reply", "duplicate-dropped", "failed", "dead-lettered", "interrupted", "stopped", "ack-pending", "acknowledged"}
-
-func (k OutcomeKind) String() string {
-	if k > 0 && int(k) < len(outcomeNames) {
-		return outcomeNames[k]
-	}
-	return "unknown"
-}
-
-// Outcome describes one settled delivery.
-type Outcome struct {
-	Kind      OutcomeKind
-	RoomID    string
-	MessageID string
-	Attempt   int
-	DedupKey  string
-	// Err is the handler's error for Failed and DeadLettered.
-	Err error
-}
 
 // String, GoString, Format and LogValue show a Config with its APIKey
 // replaced by "[redacted]", so that printing or logging one never shows

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/lifecycle"
 )
 
 // controlDedupSize is how many correlation ids the shell remembers. Band
@@ -30,7 +30,7 @@ func (s *Shell) onControl(event string, payload json.RawMessage) {
 
 // applyControl validates, dedups, routes and applies one signal.
 func (s *Shell) applyControl(raw []byte) {
-	c, err := core.ParseControl(raw)
+	c, err := lifecycle.ParseControl(raw)
 	if err != nil {
 		s.log.Warn("bandonce: ignoring an invalid control signal", "err", err, "payload", string(raw))
 		if s.cfg.Hooks.InvalidControl != nil {
@@ -42,7 +42,7 @@ func (s *Shell) applyControl(raw []byte) {
 
 	s.mu.Lock()
 	if s.seen == nil {
-		s.seen = core.NewSeenSet(controlDedupSize)
+		s.seen = lifecycle.NewSeenSet(controlDedupSize)
 	}
 	if !s.seen.Add(c.CorrelationID) {
 		s.mu.Unlock()
@@ -59,10 +59,10 @@ func (s *Shell) applyControl(raw []byte) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	targets := core.Route(c, ids)
-	if targets.AgentWide && c.Mode != core.ModeInterrupt {
+	targets := lifecycle.Route(c, ids)
+	if targets.AgentWide && c.Mode != lifecycle.ModeInterrupt {
 		// Rooms that join while an agent-wide stop holds start stopped.
-		s.agentStopped = c.Mode == core.ModeStop
+		s.agentStopped = c.Mode == lifecycle.ModeStop
 	}
 	rooms := make([]*room, 0, len(targets.Rooms))
 	for _, id := range targets.Rooms {
@@ -72,7 +72,7 @@ func (s *Shell) applyControl(raw []byte) {
 
 	switch {
 	case targets.Note == "":
-	case c.Scope == core.ScopeRoom && c.RoomID == "":
+	case c.Scope == lifecycle.ScopeRoom && c.RoomID == "":
 		// A malformed signal from Band, not a race with a room leaving.
 		log.Warn("bandonce: control signal applies to no room: " + targets.Note)
 	default:
@@ -93,11 +93,11 @@ func (s *Shell) applyToRoom(r *room, mode string, log *slog.Logger) {
 	}()
 	inFlight := false
 	switch mode {
-	case core.ModeInterrupt:
+	case lifecycle.ModeInterrupt:
 		inFlight = r.ctl.interrupt()
-	case core.ModeStop:
+	case lifecycle.ModeStop:
 		inFlight = r.ctl.stop()
-	case core.ModePlay:
+	case lifecycle.ModePlay:
 		r.ctl.play()
 	}
 	s.controlApplied(mode, r.id, inFlight)

@@ -172,7 +172,7 @@ func TestAfterARestartWhileStoppedBandsGateHolds(t *testing.T) {
 // G6: a play whose push never arrives (sent while the socket was down,
 // or lost on a live one) leaves the room deaf in Python until another
 // play. The shell finds Band's gate open again by probing /next: at once
-// after a reconnect, as soon as its stop has settled when a message is
+// after a reconnect, as soon as its stop's grace is over when a message is
 // pushed while it is stopped, and every ResyncInterval otherwise. A probe
 // that gets no answer is owed until it gets one.
 func TestALostPlayIsFoundByAProbe(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/fakeband"
-	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/lifecycle"
 )
 
 // §5.5.1: every field set, for each mode, parses and round-trips; and the
@@ -25,13 +25,13 @@ import (
 func TestEveryModeWithEveryFieldParsesAndApplies(t *testing.T) {
 	for _, mode := range []string{"interrupt", "stop", "play"} {
 		t.Run(mode, func(t *testing.T) {
-			want := core.Control{Mode: mode, Scope: "agent", AgentID: "agent-1", RoomID: "room-1",
+			want := lifecycle.Control{Mode: mode, Scope: "agent", AgentID: "agent-1", RoomID: "room-1",
 				ExecutionID: "exec-1", Reason: "user_requested", CorrelationID: "ctl-abc_-9"}
 			raw, err := json.Marshal(map[string]string{"type": "agent.control", "mode": mode, "scope": "agent",
 				"agent_id": "agent-1", "room_id": "room-1", "execution_id": "exec-1", "reason": "user_requested",
 				"correlation_id": "ctl-abc_-9"})
 			require.NoError(t, err)
-			got, err := core.ParseControl(raw)
+			got, err := lifecycle.ParseControl(raw)
 			require.NoError(t, err)
 			assert.Equal(t, want, got)
 
@@ -65,9 +65,9 @@ func TestEveryModeWithEveryFieldParsesAndApplies(t *testing.T) {
 
 // §5.5.2
 func TestARoomScopePayloadWithARoomApplies(t *testing.T) {
-	c, err := core.ParseControl([]byte(`{"mode":"stop","scope":"room","agent_id":"a","room_id":"r"}`))
+	c, err := lifecycle.ParseControl([]byte(`{"mode":"stop","scope":"room","agent_id":"a","room_id":"r"}`))
 	require.NoError(t, err)
-	assert.Equal(t, core.Control{Mode: "stop", Scope: "room", AgentID: "a", RoomID: "r"}, c)
+	assert.Equal(t, lifecycle.Control{Mode: "stop", Scope: "room", AgentID: "a", RoomID: "r"}, c)
 
 	synctest.Test(t, func(t *testing.T) {
 		r, ids, stop := twoBusyRooms(t, 30*time.Second)
@@ -84,12 +84,12 @@ func TestARoomScopePayloadWithARoomApplies(t *testing.T) {
 // §5.5.3: mode, scope and agent id are enough; the rest is empty, and an
 // agent-wide signal without a room fans out.
 func TestAMinimalPayloadParsesAndFansOut(t *testing.T) {
-	c, err := core.ParseControl([]byte(`{"mode":"interrupt","scope":"agent","agent_id":"a"}`))
+	c, err := lifecycle.ParseControl([]byte(`{"mode":"interrupt","scope":"agent","agent_id":"a"}`))
 	require.NoError(t, err)
-	assert.Equal(t, core.Control{Mode: "interrupt", Scope: "agent", AgentID: "a"}, c)
-	c, err = core.ParseControl([]byte(`{"mode":"interrupt","scope":"agent","agent_id":"a","room_id":null,"execution_id":null,"reason":null,"correlation_id":null}`))
+	assert.Equal(t, lifecycle.Control{Mode: "interrupt", Scope: "agent", AgentID: "a"}, c)
+	c, err = lifecycle.ParseControl([]byte(`{"mode":"interrupt","scope":"agent","agent_id":"a","room_id":null,"execution_id":null,"reason":null,"correlation_id":null}`))
 	require.NoError(t, err, "explicit nulls are the same as absent fields")
-	assert.Equal(t, core.Control{Mode: "interrupt", Scope: "agent", AgentID: "a"}, c)
+	assert.Equal(t, lifecycle.Control{Mode: "interrupt", Scope: "agent", AgentID: "a"}, c)
 
 	synctest.Test(t, func(t *testing.T) {
 		r, ids, stop := twoBusyRooms(t, time.Hour)
@@ -151,7 +151,7 @@ func TestInvalidControlPayloadsAreReportedAndChangeNothing(t *testing.T) {
 				reports := r.invalidReports()
 				require.Len(t, reports, 1)
 				assert.JSONEq(t, raw, reports[0].raw, "the hook gets the payload as pushed")
-				assert.True(t, errors.Is(reports[0].err, core.ErrInvalidControl), "%v", reports[0].err)
+				assert.True(t, errors.Is(reports[0].err, lifecycle.ErrInvalidControl), "%v", reports[0].err)
 				assert.True(t, r.logs.has(slog.LevelWarn, "invalid control signal", reports[0].err.Error()), "logged with the reason")
 				assert.Empty(t, r.h.causes(id), "nothing was cancelled")
 				assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)))

@@ -18,7 +18,7 @@ type roomControl struct {
 	// when it last asked /next while stopped (see mayFetch).
 	stoppedAt time.Time
 	lastProbe time.Time
-	probe     bool // evidence of a missed play: probe as soon as the stop has settled
+	probe     bool // evidence of a missed play: probe as soon as the stop's grace is over
 	cur       *cycle
 	wake      func() // asks the scheduler for a look at /next now; never blocks
 	again     func() // asks for a look that begins after the call; never blocks
@@ -50,17 +50,17 @@ func newRoomControl(wake, again func()) *roomControl {
 	return &roomControl{wake: wake, again: again}
 }
 
-// stopSettle is how long a room stays stopped before a /next that serves
+// stopGrace is how long a room stays stopped before a /next that serves
 // a message is taken as proof that the stop was lifted. Band closes its
 // gate before it pushes the stop (the push trails it by tens of
 // milliseconds), so a served message normally proves a play the room did
-// not hear; the settle time keeps a stop whose push outran the gate from
+// not hear; the grace keeps a stop whose push outran the gate from
 // being undone by a probe sent in that instant.
-const stopSettle = 2 * time.Second
+const stopGrace = 2 * time.Second
 
 // mayFetch reports whether the room may ask /next at now. A room that is
 // not stopped always may. A stopped room asks only as a probe (probe
-// true): once its stop has settled, at once when there is evidence that a
+// true): once its stop's grace is over, at once when there is evidence that a
 // play was missed (a reconnect, a message pushed while stopped), and
 // otherwise every interval, so that no lost or missed play can leave it
 // deaf for longer than that.
@@ -94,14 +94,14 @@ func (c *roomControl) probeDueLocked(interval time.Duration) time.Time {
 	if c.probe {
 		due = c.lastProbe
 	}
-	if settled := c.stoppedAt.Add(stopSettle); due.Before(settled) {
-		due = settled
+	if graceOver := c.stoppedAt.Add(stopGrace); due.Before(graceOver) {
+		due = graceOver
 	}
 	return due
 }
 
-// requestProbe asks a stopped room to probe /next as soon as its stop has
-// settled, and wakes it; a room that is not stopped just looks at /next.
+// requestProbe asks a stopped room to probe /next as soon as its stop's
+// grace is over, and wakes it; a room that is not stopped just looks at /next.
 func (c *roomControl) requestProbe() {
 	c.mu.Lock()
 	c.probe = c.stopped
@@ -130,7 +130,7 @@ func (c *roomControl) reprobe() {
 // begin opens the cycle of a message /next has just served, unless the
 // room was stopped while /next was in flight. A cycle begins only once
 // there is a message: an interrupt that lands while the shell is merely
-// asking /next finds no turn in flight, and must not consume a message
+// asking /next finds no cycle in flight, and must not consume a message
 // that may have been posted after it.
 func (c *roomControl) begin() (*cycle, bool) {
 	c.mu.Lock()
@@ -221,7 +221,7 @@ func (c *roomControl) signal(cause error) bool {
 
 // interrupt aborts the cycle in flight, if any: nothing is posted and the
 // message is consumed. A message that waits for its next attempt is the
-// turn in flight too: it is consumed at once, without another attempt.
+// cycle in flight too: it is consumed at once, without another attempt.
 func (c *roomControl) interrupt() bool {
 	c.mu.Lock()
 	inFlight := c.signal(ErrInterrupted)
@@ -315,4 +315,11 @@ func (c *roomControl) abortedBy(cy *cycle, cause error) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return cy.abort == cause
+}
+
+// abortCause returns the signal that aborted the cycle, if one did.
+func (c *roomControl) abortCause(cy *cycle) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return cy.abort
 }

@@ -165,3 +165,9 @@ func panicString(v any) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// ErrNotInTurn is returned by a Message's effects (Send, Event, Step and
+// the room tools that change something) called outside the handler call
+// the Message was given to: after the handler returned, or on a Message
+// the shell did not deliver.
+var ErrNotInTurn = errors.New("bandonce: not inside the handler's turn")

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/lifecycle"
 	"github.com/band-once/bandonce/internal/wire"
 )
 
@@ -43,10 +43,10 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 				// carries this key cannot be known.
 				return fmt.Errorf("%w: the agent's own message %s cannot be read back: %w", errUnreadableRoom, item.ID, page.Oversize)
 			}
-			if k, ok := core.ParseMarker(item.Content); ok {
+			if k, ok := lifecycle.ParseMarker(item.Content); ok {
 				g.add(k)
 			}
-			if k, ok := item.Metadata[core.MetadataKey].(string); ok && core.ValidateKey(k) == nil {
+			if k, ok := item.Metadata[lifecycle.MetadataKey].(string); ok && lifecycle.ValidateKey(k) == nil {
 				g.add(k)
 			}
 		}

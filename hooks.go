@@ -2,12 +2,68 @@ package bandonce
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/band-once/bandonce/internal/keyguard"
 	"github.com/band-once/bandonce/internal/wire"
 )
+
+// Hooks observe the shell. Each is called synchronously on the goroutine
+// doing the work (a room's, the socket's) and must return quickly without
+// blocking: a slow hook delays that room, or every control signal. An error
+// a hook receives never shows the APIKey. doc.go says what each is for.
+type Hooks struct {
+	// Outcome is called once each time a message's delivery is settled.
+	Outcome func(Outcome)
+	// DeadLetter is called when a message is given up on: marked failed
+	// with the reason, then consumed so the room moves on.
+	DeadLetter func(Outcome)
+	// InvalidControl is called with a control push the shell could not
+	// use, and why.
+	InvalidControl func(raw []byte, err error)
+
+	// DeliveryStart is called when /next serves a message, before the
+	// shell does anything with it. The context it returns (ctx itself, or
+	// a context derived from it, such as one carrying a trace span) is the
+	// one the delivery's requests, handler and hooks run under; nil means
+	// ctx.
+	DeliveryStart func(ctx context.Context, d Delivery) context.Context
+	// DeliveryEnd is called once for every DeliveryStart, when the shell
+	// is done with the delivery, with its Outcome (zero when it ended
+	// without one, such as at shutdown: Band serves the message again).
+	DeliveryEnd func(ctx context.Context, d Delivery)
+	// HandlerStart is called just before the Handler. Like DeliveryStart
+	// it may return a context derived from ctx, which the Handler gets.
+	HandlerStart func(ctx context.Context, d Delivery) context.Context
+	// HandlerEnd is called when the Handler returns (or panics), with how
+	// long it ran and its error; context.Cause(ctx) says whether a signal
+	// or a shutdown cancelled it.
+	HandlerEnd func(ctx context.Context, d Delivery, took time.Duration, err error)
+	// GuardRead is called after each read of the room by the dedup guard,
+	// with whether the reply was found there already.
+	GuardRead func(ctx context.Context, d Delivery, found bool, err error)
+	// Request is called after every HTTP attempt to Band's REST API,
+	// retries included.
+	Request func(ctx context.Context, r Request)
+	// Step is called when a Message.Step returns, with whether its fn ran
+	// or its result was replayed from the ledger, how long it took and
+	// its error. ctx is the one the handler passed to Step.
+	Step func(ctx context.Context, s StepRun)
+	// Control is called for each room a control signal was applied to,
+	// and once for a supersede.
+	Control func(ControlSignal)
+	// Socket is called when the socket has connected and joined its
+	// topics (up), and when a connection ends (down, with why).
+	Socket func(up bool, err error)
+	// Throttle is called when Band's 429s make the shell pace every
+	// request it sends (throttled, with the pace in requests a second),
+	// each time it cuts that pace again, and once the pace has grown back
+	// to no limit (throttled false, rate 0).
+	Throttle func(throttled bool, rate float64)
+	// Room is called when the shell starts serving a room (added) and
+	// when it stops (removed: the agent left it, or Run is ending).
+	Room func(roomID string, added bool)
+}
 
 // Delivery is one pass of a message through the shell: from /next serving
 // it to its outcome, or to the shell letting it go until Band serves it
@@ -146,35 +202,6 @@ func (r *room) endDelivery(ctx context.Context) {
 	r.delivery = Delivery{}
 }
 
-// settled records an outcome in the room's open delivery. It runs on the
-// room's goroutine, from emit.
-func (r *room) settled(o Outcome) {
-	if r.delivery.MessageID == o.MessageID {
-		r.delivery.Outcome, r.delivery.Attempt = o.Kind, o.Attempt
-	}
-}
-
-// runHandler calls the Handler between the handler hooks.
-func (r *room) runHandler(ctx context.Context, m *wire.Message, t *turn) (*Reply, error) {
-	r.delivery.Attempt = t.attempt
-	h := r.s.cfg.Hooks
-	if h.HandlerStart == nil && h.HandlerEnd == nil {
-		return r.callHandler(ctx, m, t)
-	}
-	d := r.delivery
-	if h.HandlerStart != nil {
-		if derived := h.HandlerStart(ctx, d); derived != nil {
-			ctx = derived
-		}
-	}
-	began := time.Now()
-	reply, err := r.callHandler(ctx, m, t)
-	if h.HandlerEnd != nil {
-		h.HandlerEnd(ctx, d, time.Since(began), err)
-	}
-	return reply, err
-}
-
 // guardRead reports a read of the room by the dedup guard.
 func (r *room) guardRead(ctx context.Context, found bool, err error) {
 	if hook := r.s.cfg.Hooks.GuardRead; hook != nil {
@@ -201,24 +228,4 @@ func (s *Shell) controlApplied(mode, roomID string, inFlight bool) {
 	if hook := s.cfg.Hooks.Control; hook != nil {
 		hook(ControlSignal{Mode: mode, RoomID: roomID, InFlight: inFlight})
 	}
-}
-
-// logSettled writes the line of a settled delivery, at
-// Config.SettledLogLevel.
-func (s *Shell) logSettled(o Outcome) {
-	level := s.cfg.SettledLogLevel
-	if !s.log.Enabled(context.Background(), level) {
-		return
-	}
-	attrs := []slog.Attr{
-		slog.String("room", o.RoomID), slog.String("message", o.MessageID),
-		slog.String("outcome", o.Kind.String()), slog.Int("attempt", o.Attempt),
-	}
-	if o.DedupKey != "" {
-		attrs = append(attrs, slog.String("key", o.DedupKey))
-	}
-	if o.Err != nil {
-		attrs = append(attrs, slog.Any("err", o.Err))
-	}
-	s.log.LogAttrs(context.Background(), level, "bandonce: settled", attrs...)
 }

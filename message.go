@@ -2,23 +2,17 @@ package bandonce
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/band-once/bandonce/band"
+	"github.com/band-once/bandonce/internal/lifecycle"
 )
-
-// Handler does the work for one message. It returns the reply to post, or
-// nil to consume the message without posting. It must honour ctx: an
-// interrupt, stop or shutdown cancels it, and context.Cause(ctx) says which
-// (ErrInterrupted, ErrStopped, ErrShutdown, ErrSuperseded).
-//
-// The shell decides the message's fate after Handler returns, never while it
-// runs, so a handler that finishes its reply before noticing a cancellation
-// is judged by the cause, not by a race.
-type Handler func(ctx context.Context, msg *Message) (*Reply, error)
 
 // Message is one message of a room, as handed to a Handler.
 type Message struct {
@@ -117,4 +111,163 @@ var mentionMarker = regexp.MustCompile(`@\[\[[0-9A-Fa-f-]{36}\]\]\s*`)
 // that follows it, from content, then trims the result.
 func StripMentions(content string) string {
 	return strings.TrimSpace(mentionMarker.ReplaceAllString(content, ""))
+}
+
+// MaxStepResult bounds the result a Step records in the ledger.
+const MaxStepResult = 1 << 20
+
+// Send posts a message to the room now, before the handler returns, at
+// most once per dedup key: the same guard as the final reply (the ledger
+// first, the room read only when it can find something, never a blind
+// re-POST). A handler may send any number of messages.
+//
+// A Reply without DedupKey gets "msg:<message id>:send:<n>", n counting
+// this turn's Sends without a DedupKey from 1: the same at every delivery
+// of a handler that sends in the same order, so a redelivery after a crash
+// skips what was already sent. A handler whose sends depend on something
+// that may change between deliveries should give each a DedupKey.
+//
+// Send returns nil once the message is in the room, whether this call
+// posted it or an earlier delivery did. After an interrupt or a stop
+// reached the room it sends nothing and returns the cause (ErrInterrupted,
+// ErrStopped); a Band refusal is an *APIError (wrapped with Permanent
+// when retrying cannot help).
+func (m *Message) Send(ctx context.Context, rep Reply) error {
+	if m.turn == nil {
+		return ErrNotInTurn
+	}
+	rep.Mentions = append([]string(nil), rep.Mentions...)
+	if len(rep.Mentions) == 0 && m.SenderID != "" {
+		rep.Mentions = []string{m.SenderID}
+	}
+	if err := validateReply(&rep, m.turn.r.s.cfg.MaxResponseBytes); err != nil {
+		return fmt.Errorf("bandonce: send: %w", err)
+	}
+	return m.turn.emit(ctx, func(t *turn) effect {
+		if rep.DedupKey != "" {
+			return effect{key: rep.DedupKey, defaultKey: derivedKey(t.msgID, rep.DedupKey), reply: &rep}
+		}
+		t.sends++
+		return effect{key: DefaultKey(t.msgID) + ":send:" + strconv.Itoa(t.sends), defaultKey: true, reply: &rep}
+	})
+}
+
+// Event posts an event to the room now, at most once per dedup key, with
+// the same guard as Send. Its key travels in the event's metadata, not in
+// its text. An Event without DedupKey gets "msg:<message id>:event:<n>",
+// n counting this turn's Events without a DedupKey from 1. The errors are
+// Send's.
+func (m *Message) Event(ctx context.Context, ev Event) error {
+	if m.turn == nil {
+		return ErrNotInTurn
+	}
+	if err := validateEvent(&ev); err != nil {
+		return fmt.Errorf("bandonce: event: %w", err)
+	}
+	return m.turn.emit(ctx, func(t *turn) effect {
+		if ev.DedupKey != "" {
+			return effect{key: ev.DedupKey, defaultKey: derivedKey(t.msgID, ev.DedupKey), event: &ev}
+		}
+		t.events++
+		return effect{key: DefaultKey(t.msgID) + ":event:" + strconv.Itoa(t.events), defaultKey: true, event: &ev}
+	})
+}
+
+// Step runs fn, a side effect outside Band, at most once per message and
+// step name as far as the Ledger can know: the first run records fn's
+// result in the ledger, and a later delivery of the message returns the
+// recorded result without calling fn. fn gets an idempotency key that is
+// the same at every delivery (derived from the agent, room, message and
+// name): hand it to the external system (a payment API's Idempotency-Key)
+// to cover the window between the effect and the record, where a crash
+// makes the step run again. With a MemoryLedger the record is lost with
+// the process, so after a crash only that key stands between the step and
+// a second effect.
+//
+// fn runs with ctx, so an interrupt or a stop cancels it; Step does not
+// call fn once a signal aborted the turn and returns the cause instead. An
+// error from fn is returned as is and nothing is recorded, so the step
+// runs again on a later delivery. A result larger than MaxStepResult is an
+// error. Two Steps of one name must not run at the same time.
+//
+// An fn cut off by an interrupt or a stop returns an error that names the
+// step and matches the signal (errors.Is(err, ErrInterrupted)); the shell
+// logs it at info. Every Step call is logged at debug (name, key, whether
+// fn ran or the ledger's result was replayed, duration, error) and passed
+// to Hooks.Step, which package bandonce/otel turns into a span.
+func (m *Message) Step(ctx context.Context, name string, fn func(ctx context.Context, idempotencyKey string) ([]byte, error)) ([]byte, error) {
+	if m.turn == nil {
+		return nil, ErrNotInTurn
+	}
+	if err := lifecycle.ValidateKey(name); err != nil {
+		return nil, fmt.Errorf("bandonce: step name: %w", Permanent(err))
+	}
+	return m.turn.step(ctx, name, fn)
+}
+
+// Band returns the shell's client for Band's room tools, for calls this
+// Message has no shortcut for (nil for a Message the shell did not
+// deliver). Its calls are not guarded: what they change can happen again
+// on a redelivery.
+func (m *Message) Band() *band.Client {
+	if m.turn == nil {
+		return nil
+	}
+	return m.turn.r.s.client
+}
+
+// Me returns the agent the shell serves, as Band named it at start-up
+// (who am I), without a request.
+func (m *Message) Me() band.Agent {
+	if m.turn == nil {
+		return band.Agent{}
+	}
+	s := m.turn.r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return band.Agent{ID: s.me.ID, Name: s.me.Name, Handle: s.me.Handle, FeatureFlags: maps.Clone(s.me.FeatureFlags)}
+}
+
+// Participants lists the room's participants.
+func (m *Message) Participants(ctx context.Context) ([]band.Participant, error) {
+	if m.turn == nil {
+		return nil, ErrNotInTurn
+	}
+	return m.turn.r.s.client.Participants(ctx, m.RoomID)
+}
+
+// Peers lists the agents and users this agent may add to the room: its
+// peers that are not in it yet.
+func (m *Message) Peers(ctx context.Context) ([]band.Peer, error) {
+	if m.turn == nil {
+		return nil, ErrNotInTurn
+	}
+	return m.turn.r.s.client.Peers(ctx, m.RoomID)
+}
+
+// AddParticipant adds a peer to the room with role ("" means member).
+// Adding is a change of state, so a redelivered handler that adds the same
+// participant again has the effect of one add. After an interrupt or a
+// stop reached the room it changes nothing and returns the cause.
+func (m *Message) AddParticipant(ctx context.Context, participantID, role string) (band.Participant, error) {
+	if m.turn == nil {
+		return band.Participant{}, ErrNotInTurn
+	}
+	if err := m.turn.forbidden(ctx); err != nil {
+		return band.Participant{}, err
+	}
+	return m.turn.r.s.client.AddParticipant(ctx, m.RoomID, participantID, role)
+}
+
+// RemoveParticipant takes a participant out of the room; removing one who
+// already left is not an error. After an interrupt or a stop reached the
+// room it changes nothing and returns the cause.
+func (m *Message) RemoveParticipant(ctx context.Context, participantID string) error {
+	if m.turn == nil {
+		return ErrNotInTurn
+	}
+	if err := m.turn.forbidden(ctx); err != nil {
+		return err
+	}
+	return m.turn.r.s.client.RemoveParticipant(ctx, m.RoomID, participantID)
 }

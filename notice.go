@@ -95,7 +95,7 @@ func failureKind(err error) string {
 // when the event may still be owed (nothing sent, or the outcome unknown),
 // and then the message is left failed so that its next delivery tells the
 // room again, behind the same guard.
-func (r *room) tellRoom(ctx context.Context, m *wire.Message, attempt int, d DeadLetter) (step, bool) {
+func (r *room) tellRoom(ctx context.Context, m *wire.Message, attempt int, d DeadLetter) (roundEnd, bool) {
 	text := DefaultDeadLetterNotice(d)
 	if f := r.s.cfg.DeadLetterNotice; f != nil {
 		text = f(d)
@@ -121,9 +121,9 @@ func (r *room) tellRoom(ctx context.Context, m *wire.Message, attempt int, d Dea
 		r.s.log.Warn("bandonce: Band refused the dead-letter notice", "room", r.id, "message", m.ID, "err", f.err)
 		return 0, true
 	case failAborted, failStopped:
-		return stepStopped, false
+		return endStopped, false
 	case failLater, failWait:
-		return stepBackoff, false
+		return endBackoff, false
 	default:
 		return r.failed(f.call, f.err), false
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/lifecycle"
 	"github.com/band-once/bandonce/internal/wire"
 )
 
@@ -17,7 +17,7 @@ import (
 // marks the message processed. Its signal gate commits the message's fate:
 // from the first POST on, a signal no longer retracts the reply, unless
 // the POST provably did not land and would be sent again.
-func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int, rep *Reply) step {
+func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int, rep *Reply) roundEnd {
 	key, isDefault := rep.DedupKey, rep.DedupKey == ""
 	if isDefault {
 		key = DefaultKey(m.ID)
@@ -55,21 +55,21 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 	case failAborted:
 		return r.aborted(ctx, m, attempt, f.err)
 	case failLater:
-		return stepBackoff
+		return endBackoff
 	case failStopped:
-		r.s.emit(Outcome{Kind: Stopped, RoomID: r.id, MessageID: m.ID, Attempt: attempt, DedupKey: key})
-		return stepStopped
+		r.s.reportOutcome(Outcome{Kind: Stopped, RoomID: r.id, MessageID: m.ID, Attempt: attempt, DedupKey: key})
+		return endStopped
 	case failRefused:
 		r.charge(m.ID, f.err)
 		return r.deadLetter(ctx, m, attempt, f.err)
 	case failWait:
-		return stepIdle
+		return endIdle
 	case failSettle:
 		// The cycle is held open until then (see round); when it goes
 		// on, any POST it makes is a POST again.
 		r.settleUntil = f.until
 		cy.resent = true
-		return stepSettle
+		return endSettle
 	default:
 		return r.failed(f.call, f.err)
 	}
@@ -158,16 +158,16 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		r.s.ledgerFailed("bandonce: ledger read failed", err, "room", r.id, "key", e.key)
 		return false, &sendFailure{kind: failLater, keep: true, err: err}
 	}
-	facts := core.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Checked: r.ledgerChecked, Attempt: attempt, DefaultKey: e.defaultKey}
+	facts := lifecycle.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Checked: r.ledgerChecked, Attempt: attempt, DefaultKey: e.defaultKey}
 	for try := 0; ; try++ {
-		switch core.Guard(facts) {
-		case core.DropDuplicate:
+		switch lifecycle.Guard(facts) {
+		case lifecycle.DropDuplicate:
 			if !state.Settled() {
 				r.setKey(ctx, e.key, KeyDuplicateDropped)
 			}
 			r.s.log.Info("bandonce: already in the room; not sending it again", "room", r.id, "key", e.key)
 			return true, nil
-		case core.ReadRoom, core.CheckLedger:
+		case lifecycle.ReadRoom, lifecycle.CheckLedger:
 			if at := r.s.late.settledAt(r.id, e.key, e.inherited); time.Now().Before(at) && !r.guard.keys[e.key] {
 				// A send of this key, by this life or an earlier one, may
 				// still land: a read now that does not find it proves
@@ -188,7 +188,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 				facts.Checked = true
 			}
 			if found {
-				facts.Ledger = core.Settled
+				facts.Ledger = lifecycle.Settled
 				continue
 			}
 		}
@@ -240,7 +240,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		// the read finds nothing.
 		now := time.Now()
 		r.s.late.unknown(r.id, e.msg, e.key, now)
-		facts.Ledger = core.Intent
+		facts.Ledger = lifecycle.Intent
 		r.s.log.Warn("bandonce: send outcome unknown; re-checking the room once it has settled", "room", r.id, "key", e.key,
 			"err", err, "wait", r.s.cfg.SettleWindow)
 	}
@@ -298,7 +298,7 @@ func (r *room) post1(ctx context.Context, e effect) error {
 		_, err := r.s.api.Event(ctx, r.id, string(e.event.Type), e.event.Content, withKey(e.event.Metadata, e.key))
 		return err
 	}
-	_, err := r.s.api.Post(ctx, r.id, core.AppendMarker(e.reply.Content, e.key), mentions(e.reply.Mentions))
+	_, err := r.s.api.Post(ctx, r.id, lifecycle.AppendMarker(e.reply.Content, e.key), mentions(e.reply.Mentions))
 	return err
 }
 
@@ -308,7 +308,7 @@ func withKey(metadata map[string]any, key string) map[string]any {
 	for k, v := range metadata {
 		out[k] = v
 	}
-	out[core.MetadataKey] = key
+	out[lifecycle.MetadataKey] = key
 	return out
 }
 
@@ -318,14 +318,14 @@ func (r *room) setKey(ctx context.Context, key string, state KeyState) {
 	}
 }
 
-func knowledge(s KeyState) core.Knowledge {
+func knowledge(s KeyState) lifecycle.Knowledge {
 	switch {
 	case s.Settled():
-		return core.Settled
+		return lifecycle.Settled
 	case s == KeyIntent:
-		return core.Intent
+		return lifecycle.Intent
 	default:
-		return core.Unknown
+		return lifecycle.Unknown
 	}
 }
 

@@ -59,17 +59,17 @@ type room struct {
 	delivery      Delivery  // the delivery in flight, for the hooks
 }
 
-// step is how one round of the room ended, and so what it does next.
-type step int
+// roundEnd is how one round of the room ended, and so what it does next.
+type roundEnd int
 
 const (
-	stepNext    step = iota // ask /next again at once
-	stepIdle                // nothing to do: wait for a wake-up or the poll
-	stepBackoff             // something failed: wait with backoff
-	stepHeld                // a failed message waits for its next attempt, and the room with it
-	stepStopped             // the room is stopped: wait for play
-	stepSettle              // a send of unknown outcome may still land: wait until settleUntil
-	stepGone                // the room is no longer ours
+	endNext    roundEnd = iota // ask /next again at once
+	endIdle                    // nothing to do: wait for a wake-up or the poll
+	endBackoff                 // something failed: wait with backoff
+	endHeld                    // a failed message waits for its next attempt, and the room with it
+	endStopped                 // the room is stopped: wait for play
+	endSettle                  // a send of unknown outcome may still land: wait until settleUntil
+	endGone                    // the room is no longer ours
 )
 
 func newRoom(s *Shell, q *scheduler, id string) *room {
@@ -85,35 +85,35 @@ func newRoom(s *Shell, q *scheduler, id string) *room {
 	return r
 }
 
-// turn runs one round of the room and says what it asks for next: a
+// round runs one round of the room and says what it asks for next: a
 // room with more to do runs again, one that waits says for how long, and
 // whether that look only guards against a lost push (the idle budget's).
 // A handler in flight is bounded by hard.
-func (r *room) turn(hard context.Context) roundDone {
+func (r *room) round(hard context.Context) roundDone {
 	done := roundDone{r: r}
 	if r.fetch.Err() != nil {
 		done.gone = true
 		return done
 	}
-	switch r.round(r.fetch, hard) {
-	case stepNext:
+	switch r.serveNext(r.fetch, hard) {
+	case endNext:
 		r.errStreak = 0
 		done.again = true
-	case stepIdle:
+	case endIdle:
 		r.errStreak = 0
 		r.guard.release()
 		r.oneShot(func(d *drainTracker) { d.idle(r, false) })
 		done.wait, done.budgeted = r.s.idleWait(), true
-	case stepBackoff:
+	case endBackoff:
 		r.errStreak++
 		r.oneShot(func(d *drainTracker) { d.busy(r) })
 		done.wait = r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, r.errStreak)
-	case stepHeld:
+	case endHeld:
 		r.errStreak = 0
 		r.oneShot(func(d *drainTracker) { d.busy(r) })
 		done.wait = time.Until(r.retryAt)
 		done.again = done.wait <= 0
-	case stepStopped:
+	case endStopped:
 		// Play wakes the room; a probe now and then covers a play whose
 		// push never arrived.
 		wait, requested := r.ctl.untilProbe(time.Now(), r.s.cfg.ResyncInterval)
@@ -126,13 +126,13 @@ func (r *room) turn(hard context.Context) roundDone {
 		}
 		done.again = wait == 0
 		done.wait, done.budgeted = wait, !requested
-	case stepSettle:
+	case endSettle:
 		// Not an error, and not idle: the room looks again, at once
 		// and without a request, when the send has settled.
 		r.oneShot(func(d *drainTracker) { d.busy(r) })
 		done.wait = time.Until(r.settleUntil)
 		done.again = done.wait <= 0
-	case stepGone:
+	case endGone:
 		done.gone = true
 	}
 	if r.fetch.Err() != nil {
@@ -141,21 +141,21 @@ func (r *room) turn(hard context.Context) roundDone {
 	return done
 }
 
-// round fetches and settles one message.
-func (r *room) round(fetch, hard context.Context) step {
+// serveNext fetches one message and delivers it.
+func (r *room) serveNext(fetch, hard context.Context) roundEnd {
 	if time.Now().Before(r.settleUntil) {
 		// The head message's reply may still land: /next would serve it
 		// again only for the guard to find it unsettled.
-		return stepSettle
+		return endSettle
 	}
 	probe, ok := r.ctl.mayFetch(time.Now(), r.s.cfg.ResyncInterval)
 	if !ok {
-		return stepStopped
+		return endStopped
 	}
 	if id, cut := r.ctl.holding(); id != "" && !cut && time.Now().Before(r.retryAt) {
 		// Woken early (a push, a play): the failed message is still at
 		// the head of the room and its wait is not over.
-		return stepHeld
+		return endHeld
 	}
 	m, err := r.s.api.Next(fetch, r.id)
 	var unreadable error
@@ -174,9 +174,9 @@ func (r *room) round(fetch, hard context.Context) step {
 	}
 	if m == nil {
 		if probe {
-			return stepStopped // the gate is still closed
+			return endStopped // the gate is still closed
 		}
-		return stepIdle
+		return endIdle
 	}
 	r.oneShot(func(d *drainTracker) { d.busy(r) })
 	if probe {
@@ -190,11 +190,11 @@ func (r *room) round(fetch, hard context.Context) step {
 	cy, ok := r.resume(m.ID)
 	if !ok {
 		if cy, ok = r.ctl.begin(); !ok {
-			return stepStopped // stopped while /next was in flight: leave the message
+			return endStopped // stopped while /next was in flight: leave the message
 		}
 	}
-	st := r.settle(fetch, hard, cy, m, unreadable)
-	if st == stepSettle {
+	st := r.deliver(fetch, hard, cy, m, unreadable)
+	if st == endSettle {
 		// The cycle stays open while the send settles: a signal in the
 		// wait is the cycle's, and decides before anything is sent again.
 		r.held = &heldCycle{msgID: m.ID, cy: cy}
@@ -234,21 +234,21 @@ func (r *room) resume(msgID string) (*cycle, bool) {
 
 // failed classifies a failed request: the room is gone, the key is
 // rejected (Run ends), Run is ending, or a retry later.
-func (r *room) failed(what string, err error) step {
+func (r *room) failed(what string, err error) roundEnd {
 	var apiErr *APIError
 	switch {
 	case errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound:
 		r.s.log.Warn("bandonce: Band says the agent is not in this room; leaving it", "room", r.id, "err", err)
-		return stepGone
+		return endGone
 	case asFatal(err) != nil:
 		r.s.failRun(asFatal(err))
-		return stepIdle
+		return endIdle
 	case errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown) || errors.Is(err, ErrSuperseded) || errors.Is(err, errRoomRemoved):
-		return stepIdle
+		return endIdle
 	}
 	r.s.log.Warn("bandonce: request failed; backing off", "room", r.id, "call", what, "url", r.s.cfg.baseURL.String(),
 		"failures", r.errStreak+1, "err", err)
-	return stepBackoff
+	return endBackoff
 }
 
 // oneShot tells a Drain run's tracker about the room, if one is running.
@@ -275,29 +275,6 @@ func (s *Shell) idleWait() time.Duration {
 // Run is shutting down.
 func (s *Shell) markCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.MarkTimeout)
-}
-
-func (s *Shell) emit(o Outcome) {
-	s.mu.Lock()
-	d := s.oneShot
-	r := s.rooms[o.RoomID]
-	if int(o.Kind) < len(s.counts) {
-		s.counts[o.Kind]++
-	}
-	s.mu.Unlock()
-	if d != nil {
-		d.count(o.Kind)
-	}
-	if r != nil {
-		r.settled(o) // emit runs on the room's goroutine
-	}
-	s.logSettled(o)
-	if o.Kind == DeadLettered && s.cfg.Hooks.DeadLetter != nil {
-		s.cfg.Hooks.DeadLetter(o)
-	}
-	if s.cfg.Hooks.Outcome != nil {
-		s.cfg.Hooks.Outcome(o)
-	}
 }
 
 // isOwn reports whether m was written by this agent. /next should never

@@ -25,8 +25,8 @@ import (
 // queue, where a room costs no goroutine, and a handler that returned
 // waits for a slot before it builds a request, rather than thousands of
 // goroutines each queued in the limiter with a request built: so a
-// backlog in ten thousand rooms costs little more memory than the turns
-// running their handlers, and their requests go in the order they came.
+// backlog in ten thousand rooms costs little more memory than the handlers
+// running, and their requests go in the order they came.
 //
 // One goroutine, the dispatcher, owns every room's place in the queues;
 // wake is the only way in from outside and never blocks.
@@ -143,7 +143,7 @@ func (q *scheduler) run(fetch, hard context.Context) {
 			for {
 				select {
 				case r := <-q.work:
-					done := r.turn(hard)
+					done := r.round(hard)
 					done.worker = true
 					q.results <- done
 				case <-fetch.Done():
@@ -198,7 +198,7 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 					return
 				}
 			} else {
-				go func() { q.results <- r.turn(hard) }()
+				go func() { q.results <- r.round(hard) }()
 			}
 		}
 		if next, ok := q.nextDue(); ok {
@@ -213,7 +213,7 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 				q.resting++
 			}
 			done.r.handlerStarts() // the round's slot, if it still holds it
-			q.settle(done, now)
+			q.place(done, now)
 		case <-q.kick:
 		case <-timer.C:
 		case <-fetch.Done():
@@ -296,8 +296,8 @@ func (q *scheduler) takeIn() {
 	}
 }
 
-// settle places a room after its round.
-func (q *scheduler) settle(d roundDone, now time.Time) {
+// place places a room after its round.
+func (q *scheduler) place(d roundDone, now time.Time) {
 	r := d.r
 	rewake := r.sched.rewake
 	r.sched.rewake = false

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce/band"
-	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/lifecycle"
 	"github.com/band-once/bandonce/internal/phoenix"
 	"github.com/band-once/bandonce/internal/wire"
 )
@@ -26,7 +26,7 @@ type Shell struct {
 	cfg    settings
 	api    *wire.Client
 	client *band.Client // the room tools, for handlers and Client
-	jitter *core.Jitter
+	jitter *lifecycle.Jitter
 	log    *slog.Logger
 
 	jitterSeed uint64
@@ -40,7 +40,7 @@ type Shell struct {
 	me           wire.Agent
 	rooms        map[string]*room
 	sock         *phoenix.Client
-	seen         *core.SeenSet           // correlation ids of applied control signals
+	seen         *lifecycle.SeenSet      // correlation ids of applied control signals
 	agentStopped bool                    // an agent-wide stop holds; new rooms start stopped
 	fatal        context.CancelCauseFunc // ends Run with an error
 	work         sync.WaitGroup          // room goroutines
@@ -96,7 +96,7 @@ func New(cfg Config) (*Shell, error) {
 		cfg:        s,
 		jitterSeed: seed,
 		api:        api,
-		jitter:     core.NewJitter(seed + 1),
+		jitter:     lifecycle.NewJitter(seed + 1),
 		log:        s.Logger,
 		relist:     make(chan struct{}, 1),
 		late:       newLateSends(s.SettleWindow),
@@ -150,7 +150,7 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	if errors.Is(err, ErrSuperseded) {
 		cancelHard(ErrSuperseded)
 	}
-	s.drain(cancelHard)
+	s.shutdown(cancelHard)
 	clean := errors.Is(err, errDrained) || // every room drained: a one-shot run's end
 		(ctx.Err() != nil && errors.Is(err, context.Cause(ctx))) // the caller ended Run
 	if started && !errors.Is(err, errDrained) { // Drain says so itself; a failed start is in err
@@ -312,9 +312,9 @@ func (s *Shell) failRun(err error) {
 	}
 }
 
-// drain waits for the rooms: first as long as ShutdownTimeout allows,
+// shutdown waits for the rooms: first as long as ShutdownTimeout allows,
 // then after cancelling their handlers with ErrShutdown.
-func (s *Shell) drain(cancelHard context.CancelCauseFunc) {
+func (s *Shell) shutdown(cancelHard context.CancelCauseFunc) {
 	done := make(chan struct{})
 	go func() {
 		s.work.Wait()

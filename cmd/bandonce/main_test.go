@@ -25,21 +25,22 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binDir = dir
-	code := 0
-	func() {
-		defer os.RemoveAll(dir)
-		goleak.VerifyTestMain(exitCatcher{m, &code})
-	}()
-	os.Exit(code)
+	// goleak.VerifyTestMain ends the process itself, so the built
+	// binaries are removed as soon as the tests have run, before its
+	// leak check and exit.
+	goleak.VerifyTestMain(removeAfter{m, dir})
 }
 
-// exitCatcher lets TestMain clean up after goleak's run.
-type exitCatcher struct {
-	m    *testing.M
-	code *int
+// removeAfter removes the test binaries' folder once the tests have run.
+type removeAfter struct {
+	m   *testing.M
+	dir string
 }
 
-func (e exitCatcher) Run() int { *e.code = e.m.Run(); return *e.code }
+func (r removeAfter) Run() int {
+	defer os.RemoveAll(r.dir)
+	return r.m.Run()
+}
 
 var builds sync.Map // package path -> *buildOnce
 

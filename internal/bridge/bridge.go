@@ -34,8 +34,8 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce"
-	"github.com/band-once/bandonce/internal/core"
 	"github.com/band-once/bandonce/internal/keyguard"
+	"github.com/band-once/bandonce/internal/lifecycle"
 )
 
 // Options are what both modes share.
@@ -137,7 +137,7 @@ func parseKeyTemplate(t string) (keyTemplate, error) {
 		return "", fmt.Errorf("key template %q: unknown placeholder (want %s)", t, strings.Join(placeholders, ", "))
 	}
 	sample := keyTemplate(t).expand(&bandonce.Message{ID: "m", RoomID: "r", SenderID: "s"})
-	if err := core.ValidateKey(sample); err != nil {
+	if err := lifecycle.ValidateKey(sample); err != nil {
 		return "", fmt.Errorf("key template %q: %w", t, err)
 	}
 	return keyTemplate(t), nil

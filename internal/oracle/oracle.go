@@ -4,7 +4,7 @@
 // Band's ground truth (package fakeband), never from the agent's account.
 //
 // The dedup-marker reader here is deliberately not the shell's
-// (internal/core.ParseMarker): a bug in the shell's reader must show up as
+// (internal/lifecycle.ParseMarker): a bug in the shell's reader must show up as
 // a violation, not hide itself by judging with the same mistake.
 package oracle
 

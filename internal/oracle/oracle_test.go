@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/band-once/bandonce/fakeband"
-	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/lifecycle"
 )
 
 func TestMarkerKeyReadsTheLastLineOnly(t *testing.T) {
@@ -33,7 +33,7 @@ func TestMarkerKeyReadsTheLastLineOnly(t *testing.T) {
 // The oracle reads what the shell writes, with a reader of its own.
 func TestMarkerKeyReadsTheShellsMarker(t *testing.T) {
 	for _, key := range []string{"k", "msg:123", "ünï code", "a]b"} {
-		got, ok := MarkerKey(core.AppendMarker("a reply\n\n", key))
+		got, ok := MarkerKey(lifecycle.AppendMarker("a reply\n\n", key))
 		assert.True(t, ok, key)
 		assert.Equal(t, key, got)
 	}

@@ -1,4 +1,4 @@
-package core
+package lifecycle
 
 // Knowledge is what the ledger knows of a reply key.
 type Knowledge int

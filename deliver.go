@@ -6,25 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"runtime/debug"
 	"strings"
 	"time"
 	"unicode"
 
-	"github.com/band-once/bandonce/internal/core"
+	"github.com/band-once/bandonce/internal/lifecycle"
 	"github.com/band-once/bandonce/internal/wire"
 )
 
-// settle carries one served message to its fate: claim, handler, guarded
+// deliver carries one served message to its fate: claim, handler, guarded
 // post, mark. The fate is decided after the handler returns, from its
 // result and the cause of any cancellation. A message /next served but
 // that could not be read (unreadable says why) is dead-lettered instead.
-func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, unreadable error) step {
+func (r *room) deliver(fetch, hard context.Context, cy *cycle, m *wire.Message, unreadable error) roundEnd {
 	ledger := r.s.cfg.Ledger
 	pending, err := ledger.AckPending(hard, r.id, m.ID)
 	if err != nil {
 		r.s.ledgerFailed("bandonce: ledger read failed", err, "room", r.id, "message", m.ID)
-		return stepBackoff
+		return endBackoff
 	}
 	if o, ok := r.heldAcks[m.ID]; ok {
 		// Its fate was decided; the mark waited for its sends to settle.
@@ -81,11 +80,11 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 
 	reply, ok := r.unsent[m.ID]
 	var handlerErr error
-	var abort core.Abort
+	var abort lifecycle.Abort
 	var cause error // why the handler's context ended, if it did
 	if !ok {
 		if fetch.Err() != nil {
-			return stepIdle // shutting down: start no handler, mark nothing
+			return endIdle // shutting down: start no handler, mark nothing
 		}
 		hctx, cancel := context.WithCancelCause(hard)
 		defer cancel(nil)
@@ -107,7 +106,7 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 		handlerErr = validateReply(reply, r.s.cfg.MaxResponseBytes)
 	}
 	var perm *PermanentError
-	fate := core.Decide(core.Result{
+	fate := lifecycle.Decide(lifecycle.Result{
 		Abort:      abort,
 		Err:        handlerErr,
 		Permanent:  errors.As(handlerErr, &perm),
@@ -116,22 +115,22 @@ func (r *room) settle(fetch, hard context.Context, cy *cycle, m *wire.Message, u
 		MaxAttempt: r.s.cfg.MaxAttempts,
 	})
 	switch fate {
-	case core.FateConsumeInterrupted:
+	case lifecycle.FateConsumeInterrupted:
 		return r.aborted(hard, m, attempt, ErrInterrupted)
-	case core.FateLeave:
+	case lifecycle.FateLeave:
 		// The handler's own cause: a stop must be reported as one, and
 		// the room told it is stopped.
 		return r.aborted(hard, m, attempt, cause)
-	case core.FatePost:
+	case lifecycle.FatePost:
 		return r.post(hard, cy, m, attempt, reply)
 	}
 	if cause := r.ctl.commit(cy); cause != nil {
 		return r.aborted(hard, m, attempt, cause)
 	}
 	switch fate {
-	case core.FateFail:
+	case lifecycle.FateFail:
 		return r.fail(hard, cy, m, attempt, handlerErr)
-	case core.FateDeadLetter:
+	case lifecycle.FateDeadLetter:
 		r.charge(m.ID, handlerErr)
 		return r.deadLetter(hard, m, attempt, handlerErr)
 	default:
@@ -156,7 +155,7 @@ func claimWithheld(err error) bool {
 }
 
 // claimFailed handles a processing mark Band refused or never answered.
-func (r *room) claimFailed(m *wire.Message, err error) step {
+func (r *room) claimFailed(m *wire.Message, err error) roundEnd {
 	var apiErr *APIError
 	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity {
 		// Band says the message is no longer claimable: a stale serve of
@@ -164,37 +163,12 @@ func (r *room) claimFailed(m *wire.Message, err error) step {
 		// loop if /next keeps serving it.
 		r.s.log.Info("bandonce: /next served a message Band will not claim", "room", r.id, "message", m.ID, "err", err)
 		if r.lastStale == m.ID {
-			return stepBackoff
+			return endBackoff
 		}
 		r.lastStale = m.ID
-		return stepNext
+		return endNext
 	}
 	return r.failed("POST processing", err)
-}
-
-// callHandler runs the handler, turning a panic into a *PanicError.
-func (r *room) callHandler(ctx context.Context, wm *wire.Message, t *turn) (reply *Reply, err error) {
-	if d := r.s.cfg.HandlerTimeout; d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("handler timed out after %s", d))
-		defer cancel()
-	}
-	msg := &Message{
-		ID: wm.ID, RoomID: r.id, Content: wm.Content,
-		SenderID: wm.SenderID, SenderType: wm.SenderType, SenderName: wm.SenderName,
-		Attempt: t.attempt, InsertedAt: wm.InsertedAt, turn: t,
-		loadContext: func(ctx context.Context) ([]ContextItem, error) {
-			return r.s.client.Context(ctx, r.id)
-		},
-	}
-	defer func() {
-		if v := recover(); v != nil {
-			stack := debug.Stack()
-			r.s.log.Error("bandonce: handler panicked", "room", r.id, "message", wm.ID, "panic", panicString(v), "stack", string(stack))
-			reply, err = nil, &PanicError{Value: v, Stack: stack}
-		}
-	}()
-	return r.s.cfg.Handler(ctx, msg)
 }
 
 // validateReply rejects a reply Band would refuse or the guard could not
@@ -209,13 +183,13 @@ func validateReply(rep *Reply, maxBody int) error {
 		return Permanent(fmt.Errorf("reply of %d bytes (%d as Band serves it back) exceeds Config.MaxResponseBytes (%d): the guard could not read it back", len(rep.Content), n, maxBody))
 	}
 	if rep.DedupKey != "" {
-		if err := core.ValidateKey(rep.DedupKey); err != nil {
+		if err := lifecycle.ValidateKey(rep.DedupKey); err != nil {
 			return Permanent(err)
 		}
 	}
 	// The body as post1 sends it, with the longest marker any key makes.
 	body, err := json.Marshal(map[string]any{"message": map[string]any{
-		"content":  core.AppendMarker(rep.Content, strings.Repeat("k", core.MaxKeyLen)),
+		"content":  lifecycle.AppendMarker(rep.Content, strings.Repeat("k", lifecycle.MaxKeyLen)),
 		"mentions": mentions(rep.Mentions),
 	}})
 	if err != nil {
@@ -258,24 +232,24 @@ func blank(s string) bool {
 	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) }) == ""
 }
 
-func abortOf(cause error) core.Abort {
+func abortOf(cause error) lifecycle.Abort {
 	switch {
 	case errors.Is(cause, ErrInterrupted):
-		return core.AbortInterrupt
+		return lifecycle.AbortInterrupt
 	case errors.Is(cause, ErrStopped):
-		return core.AbortStop
+		return lifecycle.AbortStop
 	case errors.Is(cause, ErrSuperseded):
-		return core.AbortSupersede
+		return lifecycle.AbortSupersede
 	case errors.Is(cause, ErrShutdown):
-		return core.AbortShutdown
+		return lifecycle.AbortShutdown
 	}
-	return core.NoAbort
+	return lifecycle.NoAbort
 }
 
 // aborted ends a cycle that a signal, a shutdown or a supersede cut off.
 // An interrupt consumes the message; everything else leaves it for replay.
 // No failure is charged either way.
-func (r *room) aborted(ctx context.Context, m *wire.Message, attempt int, cause error) step {
+func (r *room) aborted(ctx context.Context, m *wire.Message, attempt int, cause error) roundEnd {
 	delete(r.unsent, m.ID)
 	switch {
 	case errors.Is(cause, ErrInterrupted):
@@ -283,10 +257,10 @@ func (r *room) aborted(ctx context.Context, m *wire.Message, attempt int, cause 
 		return r.ack(ctx, m, attempt, Outcome{Kind: Interrupted})
 	case errors.Is(cause, ErrStopped):
 		r.s.log.Info("bandonce: cycle stopped; leaving the message for replay", "room", r.id, "message", m.ID)
-		r.s.emit(Outcome{Kind: Stopped, RoomID: r.id, MessageID: m.ID, Attempt: attempt})
-		return stepStopped
+		r.s.reportOutcome(Outcome{Kind: Stopped, RoomID: r.id, MessageID: m.ID, Attempt: attempt})
+		return endStopped
 	default:
-		return stepIdle // shutdown or supersede: Run is ending
+		return endIdle // shutdown or supersede: Run is ending
 	}
 }
 
@@ -294,15 +268,15 @@ func (r *room) aborted(ctx context.Context, m *wire.Message, attempt int, cause 
 // message is ack-pending: only the mark is retried, never the handler.
 // While a send of the message may still land, the mark waits (see
 // holdAck).
-func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome) step {
+func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome) roundEnd {
 	o.RoomID, o.MessageID, o.Attempt = r.id, m.ID, attempt
 	ledger := r.s.cfg.Ledger
 	if until := r.s.late.messageSettledAt(r.id, m.ID, r.inherited(m.ID), time.Now()); !until.IsZero() {
 		return r.holdAck(ctx, m, o, until)
 	}
 	if ledger.Durable() {
-		// Written before the mark, so a crash after it settles the next
-		// delivery with the mark alone.
+		// Written before the mark, so a crash after it leaves the next
+		// delivery only the mark to do.
 		if err := ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
 			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
 		}
@@ -314,12 +288,12 @@ func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome)
 		if err := ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
 			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
 		}
-		r.s.emit(Outcome{Kind: AckPending, RoomID: r.id, MessageID: m.ID, Attempt: attempt, DedupKey: o.DedupKey})
+		r.s.reportOutcome(Outcome{Kind: AckPending, RoomID: r.id, MessageID: m.ID, Attempt: attempt, DedupKey: o.DedupKey})
 		return r.failed("POST processed", err)
 	}
 	r.forget(ctx, m.ID)
-	r.s.emit(o)
-	return stepNext
+	r.s.reportOutcome(o)
+	return endNext
 }
 
 // holdAck keeps a message whose fate is decided from being consumed
@@ -330,7 +304,7 @@ func (r *room) ack(ctx context.Context, m *wire.Message, attempt int, o Outcome)
 // waits without a worker and then marks it processed with o; a durable
 // ledger records the mark as owed, so a crash meanwhile costs the next
 // life the mark alone.
-func (r *room) holdAck(ctx context.Context, m *wire.Message, o Outcome, until time.Time) step {
+func (r *room) holdAck(ctx context.Context, m *wire.Message, o Outcome, until time.Time) roundEnd {
 	if ledger := r.s.cfg.Ledger; ledger.Durable() {
 		if err := ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
 			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
@@ -338,22 +312,22 @@ func (r *room) holdAck(ctx context.Context, m *wire.Message, o Outcome, until ti
 	}
 	r.heldAcks[m.ID] = o
 	r.settleUntil = until
-	return stepSettle
+	return endSettle
 }
 
-// ackOnly settles a message whose fate was decided by an earlier delivery:
+// ackOnly finishes a message whose fate was decided by an earlier delivery:
 // it opens an attempt (processed needs one) and marks it processed.
-func (r *room) ackOnly(ctx context.Context, m *wire.Message, o Outcome) step {
+func (r *room) ackOnly(ctx context.Context, m *wire.Message, o Outcome) roundEnd {
 	mark, err := r.claim(ctx, m)
 	if err != nil {
 		if claimWithheld(err) {
-			return stepStopped // the mark is still owed; it goes after play
+			return endStopped // the mark is still owed; it goes after play
 		}
 		var apiErr *APIError
 		if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity {
 			// Band will not open an attempt: the earlier mark landed.
 			r.forget(ctx, m.ID)
-			return stepNext
+			return endNext
 		}
 		return r.failed("POST processing", err)
 	}
@@ -375,7 +349,7 @@ func (r *room) forget(ctx context.Context, id string) {
 // fail charges one failure and marks the message failed; Band serves it
 // again at the head of the room, and the room holds it (and everything
 // behind it) until its Backoff wait is over.
-func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int, cause error) step {
+func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int, cause error) roundEnd {
 	r.charge(m.ID, cause)
 	failures := r.failures[m.ID].count
 	wait := r.s.cfg.Backoff.wait(r.s.jitter, failures, cause)
@@ -388,8 +362,8 @@ func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 	}
 	r.retryAt = time.Now().Add(wait)
 	r.ctl.hold(m.ID, cy)
-	r.s.emit(Outcome{Kind: Failed, RoomID: r.id, MessageID: m.ID, Attempt: attempt, Err: cause})
-	return stepHeld
+	r.s.reportOutcome(Outcome{Kind: Failed, RoomID: r.id, MessageID: m.ID, Attempt: attempt, Err: cause})
+	return endHeld
 }
 
 // deadLetter gives up on a message: failed with the reason, then a fresh
@@ -398,7 +372,7 @@ func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 // The room is told before the message is consumed: an error event that
 // is still owed keeps the message failed, so its next delivery tells the
 // room again, behind the event's guard.
-func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cause error) step {
+func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cause error) roundEnd {
 	failures := r.failures[m.ID].charged()
 	reason := fmt.Sprintf("dead-lettered after %d failure(s): %v", failures, cause)
 	var perm *PermanentError

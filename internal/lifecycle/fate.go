@@ -1,4 +1,4 @@
-package core
+package lifecycle
 
 // Abort names why a handler's context was cancelled, if it was.
 type Abort int
