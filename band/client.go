@@ -50,9 +50,11 @@ const DefaultBaseURL = "https://app.band.ai/api/v1"
 // package bandtype.
 type APIError = bandtype.APIError
 
-// PagingError reports a walk through pages (a room's context, the peers)
-// that was stopped: the server repeated a page already read, or announced
-// more than 10,000 pages. Its fields are Endpoint, URL (the base URL and
+// PagingError reports a walk through pages (a room's context, the peers,
+// the memories, a room's tasks and a task's history, the contacts) that
+// was stopped: the server repeated a cursor or a page already read, or
+// announced more pages than the listing's bound (10,000 for the context
+// and the peers, MaxMemoryPages and MaxTaskPages for the others). Its fields are Endpoint, URL (the base URL and
 // templated path, without ids, query or key), Pages read, and Err, one of
 // ErrCursorRepeated and ErrTooManyPages.
 type PagingError = wire.PagingError

@@ -59,9 +59,14 @@ const StatusAnswered = "answered"
 
 const contactsPageSize = 100
 
-// Contacts lists the agent's contacts, every page.
-func (c *Client) Contacts(ctx context.Context) ([]Contact, error) {
+// Contacts lists the agent's contacts, every page, each once. A page that
+// brings no contact not read before, or more than MaxTaskPages pages,
+// ends the walk with a *PagingError, logged once.
+func (c *Client) Contacts(ctx context.Context) (_ []Contact, err error) {
+	defer func() { c.warnPaging(err) }()
 	var all []Contact
+	seen := map[string]bool{}
+	p := c.api.NewPager(EndpointContacts, "/agent/contacts", "1", MaxTaskPages)
 	for page := 1; ; page++ {
 		ans, err := c.api.Do(ctx, wire.Call{Endpoint: EndpointContacts, Method: http.MethodGet, Path: "/agent/contacts",
 			Query: url.Values{"page": {strconv.Itoa(page)}, "page_size": {strconv.Itoa(contactsPageSize)}}, Retry: true})
@@ -78,12 +83,19 @@ func (c *Client) Contacts(ctx context.Context) ([]Contact, error) {
 		if err := ans.Metadata(&meta); err != nil {
 			return nil, err
 		}
-		all = append(all, items...)
+		fresh := 0
+		for _, ct := range items {
+			if key := contactKey(ct); !seen[key] {
+				seen[key] = true
+				all = append(all, ct)
+				fresh++
+			}
+		}
 		if page >= meta.TotalPages || len(items) == 0 {
 			return all, nil
 		}
-		if page >= MaxTaskPages {
-			return nil, ans.Protocol("more than " + strconv.Itoa(MaxTaskPages) + " pages of contacts")
+		if err := p.AdvancePage(page, len(items), fresh); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -194,4 +206,12 @@ func (c *Client) RespondToContactRequest(ctx context.Context, action, handle str
 		return ContactRequest{Status: StatusAnswered}, nil
 	}
 	return ContactRequest{}, err
+}
+
+// contactKey is what makes a contact one: its id, else its handle.
+func contactKey(ct Contact) string {
+	if ct.ID != "" {
+		return ct.ID
+	}
+	return "@" + ct.Handle
 }

@@ -78,7 +78,7 @@ func (f MemoryFilter) query() url.Values {
 }
 
 // MaxMemoryPages bounds how many pages Memories reads: a server that
-// keeps announcing more is refused with a *ProtocolError.
+// keeps announcing more is refused with a *PagingError (ErrTooManyPages).
 const MaxMemoryPages = 1000
 
 // memoriesPageSize is the cursor page asked of /agent/memories.
@@ -99,11 +99,14 @@ func (c *Client) CreateMemory(ctx context.Context, m NewMemory) (Memory, error) 
 
 // Memories lists the memories the agent may see, every page of them, with
 // the cursor paging the document recommends (page and page_size are
-// deprecated).
-func (c *Client) Memories(ctx context.Context, f MemoryFilter) ([]Memory, error) {
+// deprecated). A cursor the server repeats, or more than MaxMemoryPages
+// pages, ends the walk with a *PagingError, logged once.
+func (c *Client) Memories(ctx context.Context, f MemoryFilter) (_ []Memory, err error) {
+	defer func() { c.warnPaging(err) }()
 	var all []Memory
+	p := c.api.NewPager(EndpointMemories, "/agent/memories", "", MaxMemoryPages)
 	cursor := ""
-	for page := 1; ; page++ {
+	for {
 		items, next, err := c.MemoriesPage(ctx, f, cursor, memoriesPageSize)
 		if err != nil {
 			return nil, err
@@ -112,16 +115,17 @@ func (c *Client) Memories(ctx context.Context, f MemoryFilter) ([]Memory, error)
 		if next == "" {
 			return all, nil
 		}
-		if page >= MaxMemoryPages {
-			return nil, &wire.ProtocolError{Endpoint: EndpointMemories, Status: http.StatusOK,
-				Reason: "more than " + strconv.Itoa(MaxMemoryPages) + " pages of memories"}
+		if err := p.Advance(next); err != nil {
+			return nil, err
 		}
 		cursor = next
 	}
 }
 
 // MemoriesPage reads one cursor page of the memories (limit 1..50; 0
-// means 50). next is "" on the last page.
+// means 50). next is "" on the last page, and otherwise the cursor the
+// server named, even one it named before: a caller that walks the pages
+// must stop on a repeat, as Memories does.
 func (c *Client) MemoriesPage(ctx context.Context, f MemoryFilter, cursor string, limit int) (items []Memory, next string, err error) {
 	q := f.query()
 	q.Set("limit", strconv.Itoa(cmpOr(limit, memoriesPageSize)))
@@ -151,7 +155,7 @@ func (c *Client) MemoriesPage(ctx context.Context, f MemoryFilter, cursor string
 	if err := ans.Metadata(&meta); err != nil {
 		return nil, "", err
 	}
-	if meta.HasMore && meta.NextCursor != nil && *meta.NextCursor != "" && *meta.NextCursor != cursor {
+	if meta.HasMore && meta.NextCursor != nil && *meta.NextCursor != "" {
 		next = *meta.NextCursor
 	}
 	return items, next, nil

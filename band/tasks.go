@@ -159,7 +159,7 @@ func (c *Client) Task(ctx context.Context, chatID, taskID string) (Task, error) 
 // Band's default (the active ones); "all" lists every state.
 func (c *Client) Tasks(ctx context.Context, chatID, state string) ([]Task, error) {
 	var all []Task
-	err := c.pages(ctx, EndpointTasks, "/agent/chats/"+url.PathEscape(chatID)+"/tasks", chatID, url.Values{"state": nonEmpty(state)},
+	err := c.pages(ctx, EndpointTasks, "/agent/chats/"+url.PathEscape(chatID)+"/tasks", "/agent/chats/{id}/tasks", chatID, url.Values{"state": nonEmpty(state)},
 		func(ans *wire.Answer) error {
 			var items []Task
 			if err := ans.Data(&items); err != nil {
@@ -179,7 +179,7 @@ func (c *Client) Tasks(ctx context.Context, chatID, state string) ([]Task, error
 // TaskHistory reads a task's whole history, oldest first.
 func (c *Client) TaskHistory(ctx context.Context, chatID, taskID string) ([]TaskEvent, error) {
 	var all []TaskEvent
-	err := c.pages(ctx, EndpointTaskHistory, taskPath(chatID, taskID)+"/history", chatID, nil, func(ans *wire.Answer) error {
+	err := c.pages(ctx, EndpointTaskHistory, taskPath(chatID, taskID)+"/history", "/agent/chats/{id}/tasks/{task_id}/history", chatID, nil, func(ans *wire.Answer) error {
 		var items []TaskEvent
 		if err := ans.Data(&items); err != nil {
 			return err
@@ -191,10 +191,15 @@ func (c *Client) TaskHistory(ctx context.Context, chatID, taskID string) ([]Task
 }
 
 // pages walks a cursor-paged listing ({"data": [...], "metadata":
-// {"has_more", "next_cursor"}}), handing each answer to page.
-func (c *Client) pages(ctx context.Context, endpoint, path, chatID string, q url.Values, page func(*wire.Answer) error, ids ...string) error {
+// {"has_more", "next_cursor"}}) at path (template is the path without
+// ids, for errors), handing each answer to page. A cursor the server
+// repeats, or more than MaxTaskPages pages, ends the walk with a
+// *PagingError, logged once.
+func (c *Client) pages(ctx context.Context, endpoint, path, template, chatID string, q url.Values, page func(*wire.Answer) error, ids ...string) (err error) {
+	defer func() { c.warnPaging(err) }()
+	p := c.api.NewPager(endpoint, template, "", MaxTaskPages)
 	cursor := ""
-	for n := 1; ; n++ {
+	for {
 		query := url.Values{"limit": {strconv.Itoa(tasksPageSize)}}
 		for k, v := range q {
 			if len(v) > 0 {
@@ -219,11 +224,11 @@ func (c *Client) pages(ctx context.Context, endpoint, path, chatID string, q url
 		if err := ans.Metadata(&meta); err != nil {
 			return err
 		}
-		if !meta.HasMore || meta.NextCursor == nil || *meta.NextCursor == "" || *meta.NextCursor == cursor {
+		if !meta.HasMore || meta.NextCursor == nil || *meta.NextCursor == "" {
 			return nil
 		}
-		if n >= MaxTaskPages {
-			return ans.Protocol("more than " + strconv.Itoa(MaxTaskPages) + " pages")
+		if err := p.Advance(*meta.NextCursor); err != nil {
+			return err
 		}
 		cursor = *meta.NextCursor
 	}

@@ -21,8 +21,8 @@ import (
 //
 //	GET    /_admin/setup      the cast: owner, humans, agents (with keys), rooms, URLs
 //	POST   /_admin/say        {"room", "text", "from"?, "mentions"?} a message, as a human
-//	POST   /_admin/stop       {"room"} stop every agent in the room (Band.StopRoom)
-//	POST   /_admin/play       {"room"} resume them (Band.PlayRoom)
+//	POST   /_admin/stop       {"room", "agent"?} stop every agent in the room (Band.StopRoom), or the one named
+//	POST   /_admin/play       {"room", "agent"?} resume them (Band.PlayRoom), or the one named
 //	POST   /_admin/interrupt  {"agent"?, "room"?} (Band.Interrupt)
 //	POST   /_admin/participants  {"room", "participant", "role"?} add one (Band.AddParticipantAs)
 //	DELETE /_admin/participants  {"room", "participant"} remove one (Band.RemoveParticipant)
@@ -31,11 +31,15 @@ import (
 //	DELETE /_admin/contacts      {"agent", "participant"} (Band.RemoveContact)
 //	POST   /_admin/drop       {"agent"} cut the agent's sockets (Band.DropSockets)
 //	POST   /_admin/supersede  {"agent"} supersede them (Band.Supersede)
-//	GET    /_admin/faults     the active fault rules and the fired histogram
+//	GET    /_admin/faults     the active fault rules (with which are spent) and the fired histogram
 //	POST   /_admin/faults     {"request": [Fault...], "socket": [SocketFault...], "rate_limit"?: RateLimit} add rules
 //	DELETE /_admin/faults     remove every rule and the rate limit (Band.ClearFaults)
 //	GET    /_admin/truth      posts, deliveries, marks, executions, events, request counts
 //	GET    /_admin/requests   the request counts alone, cheap to poll while an agent works
+//	GET    /_admin/rooms      the rooms, with their members, item counts and stopped agents
+//	POST   /_admin/rooms      {"title", "owner"?, "members"?} create a room (Band.AddRoom)
+//	GET    /_admin/timeline?room=R&limit=N  a room's latest N items (200; at most 1000), each with its life
+//	GET    /_admin/feed       the live feed: server-sent events, one FeedEvent each (see feed.go)
 //
 // A room is named by its id or its title; a participant by its id, name
 // or handle. say sends as the room's owner unless "from" names someone
@@ -65,11 +69,16 @@ func (b *Band) adminRoutes(mux *http.ServeMux) {
 		"DELETE /faults":       b.adminClearFaults,
 		"GET /truth":           b.adminTruth,
 		"GET /requests":        b.adminRequests,
+		"GET /rooms":           b.adminRooms,
+		"POST /rooms":          b.adminCreateRoom,
+		"GET /timeline":        b.adminTimeline,
 	}
 	for pattern, serve := range routes {
 		method, path, _ := strings.Cut(pattern, " ")
 		mux.HandleFunc(method+" "+AdminPrefix+path, b.admin(serve))
 	}
+	mux.HandleFunc("GET "+AdminPrefix+"/feed", b.serveFeed)
+	b.consoleRoutes(mux)
 }
 
 // admin renders an admin handler's answer; it refuses what adminRefusal
@@ -213,8 +222,11 @@ func (b *Band) mentionsLocked(r *room, sender *participant, refs []string) ([]me
 	return out, nil
 }
 
+// roomRequest names a room and, for an agent-scope stop or play, the
+// agent.
 type roomRequest struct {
-	Room string `json:"room"`
+	Room  string `json:"room"`
+	Agent string `json:"agent"`
 }
 
 type roomControlledJSON struct {
@@ -239,7 +251,18 @@ func (b *Band) adminRoomControl(stop bool) func(r *http.Request) (int, any, *Err
 		if stop {
 			mode = modeStop
 		}
-		return http.StatusOK, roomControlledJSON{RoomID: rm.id, Mode: mode, AgentIDs: b.setRoomStoppedLocked(rm, stop)}, nil
+		if req.Agent == "" {
+			return http.StatusOK, roomControlledJSON{RoomID: rm.id, Mode: mode, AgentIDs: b.setRoomStoppedLocked(rm, stop)}, nil
+		}
+		p, err := b.agentByRefLocked(req.Agent)
+		if err != nil {
+			return 0, nil, err
+		}
+		if !rm.has(p.id) {
+			return 0, nil, notFound("agent " + p.name + " in room " + rm.title)
+		}
+		b.setStoppedLocked(rm, p, stop, scopeAgent)
+		return http.StatusOK, roomControlledJSON{RoomID: rm.id, Mode: mode, AgentIDs: []string{p.id}}, nil
 	}
 }
 
@@ -407,16 +430,20 @@ func (b *Band) adminDescription(r *http.Request) (int, any, *Error) {
 }
 
 type faultsJSON struct {
-	Request   []Fault        `json:"request"`
+	Request []Fault `json:"request"`
+	// Spent says, for each request rule, whether it can fire no more: an
+	// Nth rule whose requests have all gone by.
+	Spent     []bool         `json:"spent"`
 	Socket    []SocketFault  `json:"socket"`
 	RateLimit *RateLimit     `json:"rate_limit"` // null: none
 	Fired     map[string]int `json:"fired"`
 }
 
 func (b *Band) faultsLocked() faultsJSON {
-	out := faultsJSON{Request: []Fault{}, Socket: []SocketFault{}, RateLimit: b.rate.limit, Fired: map[string]int{}}
+	out := faultsJSON{Request: []Fault{}, Spent: []bool{}, Socket: []SocketFault{}, RateLimit: b.rate.limit, Fired: map[string]int{}}
 	for _, r := range b.faults.rules {
 		out.Request = append(out.Request, r.Fault)
+		out.Spent = append(out.Spent, r.Nth > 0 && r.seen >= r.Nth+max(r.Count, 1)-1)
 	}
 	for _, r := range b.faults.socket {
 		out.Socket = append(out.Socket, r.SocketFault)

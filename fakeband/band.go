@@ -35,6 +35,8 @@ type Band struct {
 	created         []CreatedRoom              // rooms agents created, in order
 
 	truth  truth
+	feed   feed       // the admin API's live feed (Options.Admin only)
+	log    requestLog // the agents' recent requests (Options.Admin only)
 	faults faultState
 	rate   limiter
 	nReq   int // request ids
@@ -74,6 +76,11 @@ func New(opts Options) *Band {
 		b.now = steppingClock()
 	}
 	b.truth.init()
+	if opts.Admin {
+		b.feed = feed{on: true, subs: map[*subscriber]struct{}{}}
+		b.truth.feed = &b.feed
+		b.log.on = true
+	}
 	b.faults.init()
 	b.rate.buckets = map[string]*bucket{}
 	if opts.RateLimit != nil {

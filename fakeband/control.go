@@ -50,25 +50,32 @@ func (b *Band) setRoomStopped(roomID string, stop bool) error {
 // setRoomStoppedLocked fans the stop or play out to the room's agents and
 // returns their ids.
 func (b *Band) setRoomStoppedLocked(r *room, stop bool) []string {
-	mode, kind := modePlay, EventPlay
-	if stop {
-		mode, kind = modeStop, EventStop
-	}
 	agents := []string{}
 	for _, id := range r.order {
 		if !b.participants[id].isAgent() {
 			continue
 		}
 		agents = append(agents, id)
-		e := b.executions[pairKey{id, r.id}]
-		e.stopped = stop
-		e.stoppedAt = time.Time{}
-		if stop {
-			e.stoppedAt = b.stamp()
-		}
-		b.pushControlLocked(kind, controlJSON{Mode: mode, Scope: scopeRoom, AgentID: id, RoomID: &r.id, ExecutionID: &e.id})
+		b.setStoppedLocked(r, b.participants[id], stop, scopeRoom)
 	}
 	return agents
+}
+
+// setStoppedLocked stops or plays the agent's execution in the room and
+// pushes it with the scope given: room for a room owner's fan-out, agent
+// for the operator's stop or play of one execution.
+func (b *Band) setStoppedLocked(r *room, p *participant, stop bool, scope string) {
+	mode, kind := modePlay, EventPlay
+	if stop {
+		mode, kind = modeStop, EventStop
+	}
+	e := b.executions[pairKey{p.id, r.id}]
+	e.stopped = stop
+	e.stoppedAt = time.Time{}
+	if stop {
+		e.stoppedAt = b.stamp()
+	}
+	b.pushControlLocked(kind, controlJSON{Mode: mode, Scope: scope, AgentID: p.id, RoomID: &r.id, ExecutionID: &e.id})
 }
 
 // Interrupt pushes an interrupt to the agent. With a roomID it is scoped to

@@ -65,6 +65,10 @@
 // agents in any language: a Scenario file sets up the cast, and the admin
 // API (Options.Admin, AdminPrefix) lets a harness or curl play the humans,
 // inject faults in their JSON form (FaultPlan) and read the ground truth.
+// The same option serves the console, a page at / for a browser that shows
+// each room and each message's life (its marks, the agent's requests for
+// it, a reply posted twice) and drives the fake through the admin API,
+// updated live from the admin API's feed of server-sent events (FeedEvent).
 //
 // Everything is deterministic for a given Options.Seed and sequence of
 // calls: ids come from a seeded counter, timestamps from a clock that

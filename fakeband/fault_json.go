@@ -69,6 +69,7 @@ func (b *Band) InjectPlan(p FaultPlan) error {
 		copied := *p.RateLimit
 		b.rate = limiter{limit: &copied, buckets: map[string]*bucket{}}
 	}
+	b.noteFaultsLocked()
 	return nil
 }
 

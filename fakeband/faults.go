@@ -144,6 +144,7 @@ func (b *Band) Inject(f Fault) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.faults.rules = append(b.faults.rules, &faultRule{Fault: f})
+	b.noteFaultsLocked()
 }
 
 // ClearFaults removes every request and socket fault rule and lifts the
@@ -154,6 +155,7 @@ func (b *Band) ClearFaults() {
 	b.faults.rules = nil
 	b.faults.socket = nil
 	b.rate = limiter{buckets: map[string]*bucket{}}
+	b.noteFaultsLocked()
 }
 
 // FaultsFired is a histogram "endpoint/kind" -> times fired, for example

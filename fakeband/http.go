@@ -2,6 +2,7 @@ package fakeband
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"io"
 	"net/http"
@@ -79,23 +80,37 @@ func (b *Band) routes(admin bool) http.Handler {
 // handler, and rendering (or losing) the answer.
 func (b *Band) api(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		logged := b.beginRequest(rt.ep, r)
+		defer b.endRequest(logged)
+		note := func(status int, outcome string) {
+			if logged != nil {
+				logged.Status, logged.Outcome = status, outcome
+			}
+		}
 		f, reqID, open := b.admit(rt.ep, r)
 		if !open {
+			note(errClosedBand.Status, OutcomeClosed)
 			writeReply(w, errReply(errClosedBand), reqID)
 			return
 		}
 		if f != nil {
+			if logged != nil {
+				logged.Fault = f.Kind.String()
+			}
 			switch f.Kind {
 			case FailBefore:
+				note(cmp.Or(f.Status, http.StatusServiceUnavailable), OutcomeAnswered)
 				writeFailBefore(w, f, reqID)
 				return
 			case Delay:
 				if !b.wait(r.Context(), f.Delay) {
+					note(0, OutcomeAbandoned)
 					return // the client gave up or the Band is closing
 				}
 			case ApplyLate:
 				var ok bool
 				if r, ok = b.holdDetached(r, f.Delay); !ok {
+					note(0, OutcomeClosed)
 					return // the Band is closing
 				}
 				defer b.appliedLate(rt.ep)
@@ -109,10 +124,16 @@ func (b *Band) api(rt route) http.Handler {
 		} else {
 			rep = rt.serve(&call{r: r, who: who, fault: f})
 		}
+		status := rep.status
+		if rep.err != nil {
+			status = rep.err.Status
+		}
 		if f != nil && f.Kind == LoseResponse {
+			note(status, OutcomeLost)
 			loseResponse(w)
 			return
 		}
+		note(status, OutcomeAnswered)
 		writeReply(w, rep, reqID)
 	})
 }

@@ -16,9 +16,10 @@ type Options struct {
 	Now func() time.Time
 
 	// Admin serves the admin API (see AdminPrefix) beside the REST API, on
-	// Handler, Listen and HTTPClient alike. It has no authentication: it
-	// hands out every key, so serve it on loopback only. False (the
-	// default) leaves it out.
+	// Handler, Listen and HTTPClient alike, with the console (a page at /
+	// that drives it, see console.go) and its live feed. It has no
+	// authentication: it hands out every key, so serve it on loopback
+	// only. False (the default) leaves it out, and keeps no request log.
 	Admin bool
 
 	// RateLimit, if set, throttles each agent's REST calls from the start

@@ -66,6 +66,7 @@ func (b *Band) SetRateLimit(l *RateLimit) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.rate = limiter{limit: l, buckets: map[string]*bucket{}}
+	b.noteFaultsLocked()
 	return nil
 }
 

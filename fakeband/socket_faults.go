@@ -58,6 +58,7 @@ func (b *Band) InjectSocket(f SocketFault) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.faults.socket = append(b.faults.socket, &socketRule{SocketFault: f})
+	b.noteFaultsLocked()
 }
 
 // enqueuePushLocked queues a push frame on c, disturbed by the first

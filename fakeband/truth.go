@@ -75,6 +75,8 @@ type truth struct {
 	chatEvents map[string][]ChatEvent // by room
 	marks      map[deliveryKey][]Mark // by (agent, message)
 	reqs       map[Endpoint]int
+	// feed, when on, hears every recorded event (see feed.go).
+	feed *feed
 }
 
 func (t *truth) init() {
@@ -89,6 +91,9 @@ func (t *truth) record(e Event) int {
 	t.seq++
 	e.Seq = t.seq
 	t.events = append(t.events, e)
+	if t.feed != nil {
+		t.feed.publishLocked(FeedEvent{Seq: e.Seq, Kind: e.Kind, AgentID: e.AgentID, RoomID: e.RoomID, MessageID: e.MessageID, Detail: e.Detail})
+	}
 	return t.seq
 }
 

@@ -68,6 +68,59 @@ var agentWriteCatalogue = []broken{
 	}), nil, []string{"the room with marker"}},
 }
 
+// Writes without a key, which the fake's truth cannot tell apart, made at
+// every delivery: the table's request rule catches the redelivery that
+// made one again in the same life.
+var unkeyedWriteCatalogue = []broken{
+	{"a memory without a key stored with the raw client at every delivery", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if _, err := m.Band().CreateMemory(ctx, memoryOf(m)); err != nil {
+			return nil, err
+		}
+		if err := failOnce(m); err != nil {
+			return nil, err
+		}
+		return reply(m, ""), nil
+	}), nil, []string{"a double effect: a memory stored"}},
+	{"a task without a key created with the raw client at every delivery", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if _, err := m.Band().CreateTask(ctx, m.RoomID, band.NewTask{Subject: "handle " + m.Body()}); err != nil {
+			return nil, err
+		}
+		if err := failOnce(m); err != nil {
+			return nil, err
+		}
+		return reply(m, ""), nil
+	}), nil, []string{"a double effect: a task created"}},
+}
+
+func TestEveryUnkeyedAgentAPIWriteMadeTwiceInALifeIsNamed(t *testing.T) {
+	for _, b := range unkeyedWriteCatalogue {
+		t.Run(b.name, func(t *testing.T) {
+			m := newMockT(t)
+			res := ExactlyOnce(m, b.factory, b.opts...)
+			require.False(t, res.OK, "the verifier passed a broken agent")
+			assert.True(t, containsAny(res.Reason, b.reason), "reason %q names none of %q", res.Reason, b.reason)
+			assert.Contains(t, res.Reason, "Message.", "the fix names the guarded method")
+			t.Logf("%s: %s (seed %d)", res.Check, res.Reason, res.FirstViolatingSeed)
+		})
+	}
+}
+
+// A write idempotent by nature needs no guard: the board's goal set at
+// every delivery, with the raw client, passes.
+func TestAGoalSetAtEveryDeliveryPasses(t *testing.T) {
+	res := ExactlyOnce(t, Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		title := "answer " + m.Body()
+		if _, err := m.Band().SetGoal(ctx, m.RoomID, band.Goal{Title: &title}); err != nil {
+			return nil, err
+		}
+		if err := failOnce(m); err != nil {
+			return nil, err
+		}
+		return reply(m, ""), nil
+	}))
+	require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
+}
+
 func TestEveryDoubleAgentAPIWriteIsNamed(t *testing.T) {
 	for _, b := range agentWriteCatalogue {
 		t.Run(b.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -45,6 +46,12 @@ var blindSpots = []hinted{
 		nil, []string{"work after an interrupt", "work went on after an interrupt"}, []string{"every signal"}},
 	{"signals", "a loop that joins agent_control on its first connection only", sockLoop(sockFlaws{controlOnce: true}),
 		nil, []string{"signals unheard after a reconnect"}, []string{"again on every connection"}},
+	{"signals", "a loop that returns on supersede while its rooms still work", sockLoop(sockFlaws{leaveRooms: true}),
+		nil, []string{"work left running"}, []string{"wait for them before returning"}},
+	{"signals", "a loop that skips the room's next message after an interrupt that found no turn", sockLoop(sockFlaws{skipAfterIdle: true}),
+		nil, []string{"an interrupt that found no turn was kept"}, []string{"is then forgotten"}},
+	{"signals", "a loop that acks an interrupted message before it cancels the turn", sockLoop(sockFlaws{ackBeforeCancel: true}),
+		nil, []string{"work after an interrupt"}, []string{"cancel the turn first, then mark the message processed"}},
 
 	// 2. What the room shows, not only keys.
 	{"room", "the answer sent with Send and returned as the Reply too", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
@@ -217,6 +224,7 @@ func TestEveryBlindSpotIsCaughtWithItsDefectAndItsFixNamed(t *testing.T) {
 			require.Len(t, m.Errors(), 1)
 			assert.True(t, containsAny(res.Reason, b.reason), "reason %q names none of %q", res.Reason, b.reason)
 			assert.True(t, containsAny(res.Reason, b.hint), "reason %q hints none of %q", res.Reason, b.hint)
+			assert.NotEmpty(t, res.Witness, "a witness replays it")
 			t.Logf("%s: %s (seed %d)", res.Check, res.Reason, res.FirstViolatingSeed)
 		})
 	}
@@ -231,12 +239,8 @@ var controls = map[string]Factory{
 		return &bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}, nil
 	}),
 	// Not here: a model consulted in a Step, its effects keyed by their
-	// place in its answer. That is correct only on a durable ledger: with
-	// the memory ledger every life of the verifier gets, a crash forgets
-	// the recorded answer, the model is asked again, and place 1 of the new
-	// answer is another tool than place 1 of the old (the storm's seed 10
-	// after the applied-late faults found it). The verifier offers no
-	// ledger kept per schedule across lives yet.
+	// place in its answer (modelInAStep). That is correct only on a
+	// durable ledger; see TestAModelConsultedInAStepIsCorrectOnlyOnADurableLedger.
 	"band writes: a follow-up room created with Message.CreateRoom": Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		if _, err := m.CreateRoom(ctx, "follow-up for "+m.ID); err != nil {
 			return nil, err
@@ -277,6 +281,54 @@ var controls = map[string]Factory{
 		}
 		return nil, nil
 	}),
+}
+
+// modelInAStep asks the model once, in a Step, and performs the tools
+// its answer calls, each keyed by the message and its place in the
+// answer: stable as long as the Step's record survives a crash.
+func modelInAStep() Factory {
+	return Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		raw, err := m.Step(ctx, "model", func(ctx context.Context, _ string) ([]byte, error) {
+			a, err := ExternalFrom(ctx).Model(ctx, m.Body())
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(a)
+		})
+		if err != nil {
+			return nil, err
+		}
+		var a ModelAnswer
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return nil, err
+		}
+		for i := range a.ToolCalls {
+			if err := once(ctx, fmt.Sprintf("tool:%s:%d", m.ID, i)); err != nil {
+				return nil, err
+			}
+		}
+		return &bandonce.Reply{Content: a.Text, Mentions: []string{m.SenderID}}, nil
+	})
+}
+
+// With the schedule's ledger kept across its lives (DurableLedger), the
+// recorded answer survives every crash and the agent is correct; with a
+// fresh MemoryLedger per life, a crash forgets it, the model answers
+// anew, and place i of the new answer is another tool than place i of
+// the old: the verifier catches that.
+func TestAModelConsultedInAStepIsCorrectOnlyOnADurableLedger(t *testing.T) {
+	m := newMockT(t)
+	res := ExactlyOnce(m, modelInAStep(), DurableLedger())
+	require.True(t, res.OK, "%s: %s\n%s", res.Check, res.Reason, strings.Join(res.Witness, "\n"))
+	assert.Contains(t, strings.Join(m.Logs(), "\n"), scheduleLedgerNote, "the receipt says what the lives shared")
+
+	m = newMockT(t)
+	res = ExactlyOnce(m, modelInAStep(), Schedules(20))
+	require.False(t, res.OK, "a fresh MemoryLedger per life forgets the Step's record")
+	assert.Contains(t, res.Reason, "its record was in a MemoryLedger, lost with the crash", "the verdict explains itself")
+	assert.Contains(t, res.Reason, "DurableLedger()")
+	assert.NotEmpty(t, res.Witness)
+	t.Logf("%s: %s (seed %d)", res.Check, res.Reason, res.FirstViolatingSeed)
 }
 
 func TestTheCorrectAgentsOfEveryBlindSpotPass(t *testing.T) {

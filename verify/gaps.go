@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"iter"
+	"slices"
 	"sort"
 	"strings"
 
@@ -14,7 +15,7 @@ import (
 // that need the verifier's records to name their defect.
 func gapVerdict(cfg *config, res proof.Result, o *observation) *verdict {
 	for _, check := range []func(*config, proof.Result, *observation) *verdict{
-		neverConnected, effectKeyChanged, effectKeyTaken, stateSurvived, effectAfterSignal, effectOutlived, effectLost, oracleGaps,
+		neverConnected, effectKeyChanged, effectKeyTaken, stateSurvived, effectAfterSignal, effectOutlived, effectLost, interruptKept, oracleGaps,
 	} {
 		if v := check(cfg, res, o); v != nil {
 			return v
@@ -296,8 +297,8 @@ func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
 			continue
 		}
 		return &verdict{"effect-lost", fmt.Sprintf(
-			"%s was answered, but its effect %q never happened: the call %s and the agent replied as if it had succeeded",
-			o.label(c.turn.msg), c.key, lostHow(c.outcome))}
+			"%s was answered, but its effect %q never happened: the call %s and the agent replied as if it had succeeded%s",
+			o.label(c.turn.msg), c.key, lostHow(c.outcome), o.stepRecordLost(c.turn.msg))}
 	}
 	if cfg.noEffect {
 		return nil
@@ -344,6 +345,29 @@ func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
 		}
 	}
 	return nil
+}
+
+// stepRecordLost explains a verdict on msg by a Step whose record two
+// lives each wrote to a ledger that is not durable: the first life's
+// record died with it, so the next ran the Step again and got another
+// result (a model's answer). "" when no Step of msg was lost so.
+func (o *observation) stepRecordLost(msg string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	lives := map[string][]int{}
+	for rec := range o.stepWrites {
+		if rec.msg == msg && !rec.ledger.Durable() {
+			lives[rec.name] = append(lives[rec.name], rec.ledger.life)
+		}
+	}
+	for _, name := range sortedKeys(lives) {
+		if ls := lives[name]; len(ls) > 1 {
+			slices.Sort(ls)
+			return fmt.Sprintf("; its Step %q was recorded in life %d and ran again in life %d: its record was in a MemoryLedger, lost with the crash, so the Step's result changed: "+
+				"a durable Ledger keeps it (declare verify.DurableLedger() if the agent runs on one)", name, ls[0], ls[len(ls)-1])
+		}
+	}
+	return ""
 }
 
 // answeredBy reports whether t is the delivery whose reply its life saw

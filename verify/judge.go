@@ -46,7 +46,7 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 	if v := eventTwice(o, res); v != nil {
 		return v
 	}
-	if v := writeTwice(res); v != nil {
+	if v := bandEffectTwice(o, res); v != nil {
 		return v
 	}
 	if v := noticeForAnswered(o, res); v != nil {
@@ -55,16 +55,36 @@ func judge(cfg *config, res proof.Result, o *observation) *verdict {
 	if v := shownTwice(o, res); v != nil {
 		return v
 	}
-	if v := bandEffectTwice(o); v != nil {
+	if v := controlNotRejoined(o); v != nil {
 		return v
 	}
-	if v := controlNotRejoined(o); v != nil {
+	if v := workAfterReturn(o); v != nil {
 		return v
 	}
 	if v := gapVerdict(cfg, res, o); v != nil {
 		return v
 	}
 	return fromOracle(cfg, res, o)
+}
+
+// workAfterReturn: a life sent a request after its agent function had
+// returned, so the function returned while work of it still ran (a
+// room's goroutine, a turn left to finish): a supervisor that starts the
+// next instance then has two at work.
+func workAfterReturn(o *observation) *verdict {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.afterReturn) == 0 {
+		return nil
+	}
+	a := o.afterReturn[0]
+	what := string(a.ep)
+	if what == "" {
+		what = "a request"
+	}
+	return &verdict{"work-after-return", fmt.Sprintf(
+		"work left running: life %d sent %s after the agent returned, so its rooms went on without it: "+
+			"cancel every goroutine it started and wait for them before returning (after a supersede too)", a.life, what)}
 }
 
 func failedAfterReply(o *observation) *verdict {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/band-once/bandonce"
@@ -22,6 +23,11 @@ import (
 // engine's oracle judges the fake's ground truth; these records let the
 // verifier name the defect behind a violation.
 type observation struct {
+	// durable: the Shell adapter's lives share ledger, the schedule's own
+	// (DurableLedger); it is made by the first life that asks.
+	durable bool
+	ledger  bandonce.Ledger
+
 	world *world
 
 	mu sync.Mutex
@@ -45,6 +51,9 @@ type observation struct {
 	rejections []rejection
 	// handlers are the Shell adapter's handler calls.
 	handlers []*handlerCall
+	// afterReturn lists the requests lives sent after their agent
+	// function returned.
+	afterReturn []afterReturn
 	// instances are the supersede check's instances, by life.
 	supersede *supersedeRecord
 	// labels names messages by the label their text starts with ("r1m2"),
@@ -74,8 +83,12 @@ type observation struct {
 	// lookups the keys their turns' Sends and Events looked up.
 	replies, lookups []sent
 	// servedAt are the ticks at which /next served each message to a
-	// life.
-	servedAt map[lifeMessage][]int64
+	// life, and askedAt the ticks at which the /next requests that served
+	// it were sent.
+	servedAt, askedAt map[lifeMessage][]int64
+	// ackedAt and postedAt are the ticks at which each life sent each
+	// message's processed mark and its reply.
+	ackedAt, postedAt map[lifeMessage][]int64
 	// sockets are the agent's socket connections, watched.
 	sockets []*socketConn
 	// bandEffects are the turns' writes to Band besides posts (see
@@ -115,12 +128,34 @@ func newObservation(plan externalPlan) *observation {
 		open: map[lifeRoom]string{}, keys: map[string][]string{}, keyLife: map[string]map[string]int{},
 		repliedOK: map[lifeMessage]bool{}, labels: map[string]string{}, notes: map[string]bool{}, rooms: map[string]bool{},
 		running: map[lifeMessage]context.Context{}, delivery: map[lifeRoom]int{},
-		effectKeys: map[string]bool{}, stepWrites: map[stepRecord]int{}, servedAt: map[lifeMessage][]int64{},
+		effectKeys: map[string]bool{}, stepWrites: map[stepRecord]int{}, servedAt: map[lifeMessage][]int64{}, askedAt: map[lifeMessage][]int64{},
+		ackedAt: map[lifeMessage][]int64{}, postedAt: map[lifeMessage][]int64{},
 	}
 	o.world = newWorld(plan, o.requestsCompleted)
 	o.world.tick = o.ticker
 	return o
 }
+
+// scheduleLedger returns the ledger the schedule's lives share, made on
+// the first call.
+func (o *observation) scheduleLedger() bandonce.Ledger {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ledger == nil {
+		o.ledger = durableMemory{bandonce.NewMemoryLedger()}
+		o.notes[scheduleLedgerNote] = true
+	}
+	return o.ledger
+}
+
+// durableMemory is a MemoryLedger that outlives the schedule's lives, so
+// it says it is durable, as the store it stands in for is.
+type durableMemory struct{ *bandonce.MemoryLedger }
+
+func (durableMemory) Durable() bool { return true }
+
+// scheduleLedgerNote says what DurableLedger shares.
+const scheduleLedgerNote = "DurableLedger: every life of a schedule shared one in-process ledger, as a durable Ledger outlives a crash; a kill here lost none of its records"
 
 func (o *observation) requestsCompleted() int {
 	o.mu.Lock()
@@ -174,10 +209,31 @@ type recorder struct {
 	// agentID is the agent's; conns counts its socket connections.
 	agentID string
 	conns   int
+	// returned: the agent function of this life has returned; a request
+	// it sends after that comes from work it left running.
+	returned atomic.Bool
+}
+
+// afterReturn is a request a life sent after its agent function returned.
+type afterReturn struct {
+	life int
+	ep   fakeband.Endpoint
+}
+
+// markReturned records that the agent function that got env returned.
+func markReturned(env Env) {
+	if r, ok := env.HTTPClient.Transport.(*recorder); ok {
+		r.returned.Store(true)
+	}
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	ep, room, msg := classify(req.Method, req.URL.Path)
+	if r.returned.Load() {
+		r.o.mu.Lock()
+		r.o.afterReturn = append(r.o.afterReturn, afterReturn{life: r.life, ep: ep})
+		r.o.mu.Unlock()
+	}
 	if r.onRequest != nil {
 		r.onRequest(ep)
 	}
@@ -190,6 +246,10 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch ep {
 	case fakeband.EndpointProcessed:
 		o.closeLoopTurns(r.life, msg)
+		tick := o.ticker()
+		o.mu.Lock()
+		o.ackedAt[lifeMessage{r.life, msg}] = append(o.ackedAt[lifeMessage{r.life, msg}], tick)
+		o.mu.Unlock()
 	case fakeband.EndpointProcessing:
 		o.mu.Lock()
 		o.open[lifeRoom{r.life, room}] = msg
@@ -201,6 +261,12 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 			break // sent while the handler ran: not the reply
 		}
 		msg = r.notePost(req, room)
+		if msg != "" {
+			tick := o.ticker()
+			o.mu.Lock()
+			o.postedAt[lifeMessage{r.life, msg}] = append(o.postedAt[lifeMessage{r.life, msg}], tick)
+			o.mu.Unlock()
+		}
 	case endpointEvent:
 		r.noteEffect(req, room, true)
 	case fakeband.EndpointFailed:
@@ -217,6 +283,10 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		o.mu.Unlock()
 	}
 	be := r.noteBandEffect(req)
+	var asked int64
+	if ep == fakeband.EndpointNext {
+		asked = o.ticker()
+	}
 	resp, err := r.inner.RoundTrip(req)
 	r.noteRejection(req, room, resp, err)
 	o.mu.Lock()
@@ -229,7 +299,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	o.mu.Unlock()
 	if ep == fakeband.EndpointNext && err == nil && resp.StatusCode == http.StatusOK {
-		r.noteServed(resp)
+		r.noteServed(resp, asked)
 	}
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
 		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
@@ -245,7 +315,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // noteServed learns the label of a message /next served, leaving the
 // body for the agent.
-func (r *recorder) noteServed(resp *http.Response) {
+func (r *recorder) noteServed(resp *http.Response, asked int64) {
 	data, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(data))
@@ -270,6 +340,7 @@ func (r *recorder) noteServed(resp *http.Response) {
 	r.o.labels[body.Data.ID] = fields[0]
 	lm := lifeMessage{r.life, body.Data.ID}
 	r.o.servedAt[lm] = append(r.o.servedAt[lm], tick)
+	r.o.askedAt[lm] = append(r.o.askedAt[lm], asked)
 	r.o.mu.Unlock()
 }
 

@@ -36,6 +36,7 @@ type config struct {
 	noEffect    bool
 	noControl   bool
 	ownState    bool
+	durable     bool
 	maxAttempts int
 	only        map[string]bool
 	// fromEnv records which settings the environment overrode, for logs;
@@ -76,6 +77,17 @@ func MayPerformNoEffect() Option { return optionFunc(func(c *config) { c.noEffec
 // is judged to remember what a real crash loses (a package-level
 // variable, a cache its lives share); every other rule stands.
 func KeepsDurableState() Option { return optionFunc(func(c *config) { c.ownState = true }) }
+
+// DurableLedger gives the Shell adapter's lives one in-process ledger per
+// schedule, kept across that schedule's lives (kills, supersedes) as a
+// database outlives a crash, and reported durable: for an agent whose
+// deployment has a durable Ledger (package boltledger, pgledger), so that
+// what it records in a Message.Step is there after a crash, as it will
+// be in production. Each schedule, and each re-run that shrinks one,
+// starts with an empty ledger. Without it every life gets a fresh
+// MemoryLedger, as a process that keeps its ledger in memory does. A
+// Ledger set in the Shell's Config wins over this option.
+func DurableLedger() Option { return optionFunc(func(c *config) { c.durable = true }) }
 
 // NoControlSignals declares that the agent keeps no socket, so it cannot
 // hear interrupt, stop, play or supersede. The checks that need them say

@@ -41,6 +41,7 @@ func (r *runner) simulate(tr trial) outcome {
 		RepliesOptional: r.cfg.mayNotReply,
 		Agent: func(*proof.Schedule) (proof.Factory, func()) {
 			obs = newObservation(tr.ext)
+			obs.durable = r.cfg.durable
 			if tr.supersede > 0 {
 				return obs.superviseFactory(r.f, tr.supersede), nil
 			}

@@ -26,7 +26,9 @@ const (
 // simulation, and Retry.Seed, if zero, the life's seed, so runs replay.
 //
 // Leave cfg.Ledger nil, or a *bandonce.MemoryLedger, and every life gets
-// a fresh MemoryLedger (with its cap), as after a real crash. Any other
+// a fresh MemoryLedger (with its cap), as after a real crash; with the
+// DurableLedger option a nil cfg.Ledger gets the schedule's own ledger
+// instead, kept across its lives as a database would be. Any other
 // Ledger set in cfg is shared by every life of every schedule (and by the
 // re-runs that shrink a violation): a durable one as a database is, one
 // that is not durable kept across kills that would lose it, which the
@@ -55,7 +57,11 @@ func Shell(h bandonce.Handler, cfg ...bandonce.Config) Factory {
 			fillTiming(&c, env.Seed)
 			switch l := c.Ledger.(type) {
 			case nil:
-				c.Ledger = bandonce.NewMemoryLedger()
+				if o := env.External.obs; o != nil && o.durable {
+					c.Ledger = o.scheduleLedger()
+				} else {
+					c.Ledger = bandonce.NewMemoryLedger()
+				}
 			case *bandonce.MemoryLedger:
 				// A process's memory dies with it: every life gets its
 				// own, as after a real crash, whatever cfg shares.

@@ -27,6 +27,9 @@ type sockFlaws struct {
 	armLate           bool // the turn is armed after the processing mark: a signal before finds none
 	debounce          bool // a second signal of one mode within five seconds is taken for a repeat
 	controlOnce       bool // agent_control is joined on the first connection only
+	leaveRooms        bool // on supersede the loop returns, but its rooms' goroutine works on
+	skipAfterIdle     bool // an interrupt that found no turn is kept for the room's next message
+	ackBeforeCancel   bool // an interrupt marks the message processed first, then cancels the turn
 }
 
 var errSupersededLoop = errors.New("another connection of the agent took over")
@@ -51,11 +54,12 @@ func sockLoop(fl sockFlaws) Factory {
 }
 
 type sockAgent struct {
-	fl  sockFlaws
-	env Env
-	c   *wire.Client
-	me  string
-	end context.CancelCauseFunc
+	fl   sockFlaws
+	env  Env
+	c    *wire.Client
+	me   string
+	end  context.CancelCauseFunc
+	life context.Context // the life's context, which a supersede does not end
 
 	mu         sync.Mutex
 	order      []string // rooms, in the order found
@@ -67,9 +71,10 @@ type sockAgent struct {
 }
 
 type sockRoom struct {
-	stopped bool
-	epoch   int // counts the stops heard, so a /next that a stop overtook is known
-	cur     *sockTurn
+	stopped  bool
+	skipNext bool // skipAfterIdle: an interrupt waits for the next turn
+	epoch    int  // counts the stops heard, so a /next that a stop overtook is known
+	cur      *sockTurn
 }
 
 // sockTurn is the turn in flight in a room, from /next's answer to its
@@ -79,9 +84,11 @@ type sockTurn struct {
 	late      string // a signal after the commit
 	committed bool
 	cancel    context.CancelCauseFunc
+	room, msg string
 }
 
 func (a *sockAgent) run(ctx context.Context) error {
+	a.life = ctx
 	ctx, a.end = context.WithCancelCause(ctx)
 	defer a.end(nil)
 	for ctx.Err() == nil {
@@ -95,20 +102,37 @@ func (a *sockAgent) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.socket(ctx) })
 	defer wg.Wait()
-	for idle := 0; ctx.Err() == nil; {
+	if a.fl.leaveRooms {
+		// The flaw: the rooms' goroutine is left to drain what waits
+		// (its requests are not cancelled), and the loop returns
+		// without waiting for it.
+		go a.loop(ctx, context.WithoutCancel(ctx))
+		<-ctx.Done()
+		return nil
+	}
+	a.loop(ctx, ctx)
+	return nil
+}
+
+// loop serves the rooms until ctx ends, each turn on turnCtx; once ctx
+// has ended, a turnCtx that lives on drains the rooms first.
+func (a *sockAgent) loop(ctx, turnCtx context.Context) {
+	for idle := 0; turnCtx.Err() == nil; {
 		busy := false
 		for _, room := range a.roomIDs() {
-			busy = a.serve(ctx, room) || busy
+			busy = a.serve(turnCtx, room) || busy
 		}
 		if busy {
 			continue
+		}
+		if ctx.Err() != nil {
+			return
 		}
 		pause(ctx, 200*time.Millisecond)
 		if idle++; idle%5 == 0 {
 			_ = a.relist(ctx) // a room_added push may have been lost
 		}
 	}
-	return nil
 }
 
 func (a *sockAgent) relist(ctx context.Context) error {
@@ -243,12 +267,27 @@ func (a *sockAgent) onControl(payload json.RawMessage) {
 			r.stopped = true
 			r.epoch++
 		case "interrupt":
+			if a.fl.skipAfterIdle && r.cur == nil {
+				r.skipNext = true // the flaw: kept for a turn that has not begun
+			}
 		default:
 			continue
 		}
 		if t := r.cur; t != nil {
 			if t.committed {
 				t.late = c.Mode
+			} else if a.fl.ackBeforeCancel && c.Mode == "interrupt" && t.msg != "" {
+				// The flaw: the message is settled first, and the turn
+				// only cancelled once the mark has gone.
+				go func() {
+					a.ack(a.life, t.room, t.msg)
+					a.mu.Lock()
+					defer a.mu.Unlock()
+					t.abort = c.Mode
+					if t.cancel != nil {
+						t.cancel(errors.New(c.Mode))
+					}
+				}()
 			} else {
 				t.abort = c.Mode
 				if t.cancel != nil {
@@ -272,8 +311,17 @@ func (a *sockAgent) arm(room string, epoch int) *sockTurn {
 		}
 		r.stopped = false
 	}
-	r.cur = &sockTurn{}
+	r.cur = &sockTurn{room: room}
+	if r.skipNext {
+		r.skipNext, r.cur.abort = false, "interrupt"
+	}
 	return r.cur
+}
+
+func (a *sockAgent) serving(t *sockTurn, msg string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t.msg = msg
 }
 
 func (a *sockAgent) disarm(room string, t *sockTurn) {
@@ -338,6 +386,7 @@ func (a *sockAgent) serve(ctx context.Context, room string) bool {
 		if t = a.arm(room, epoch); t == nil {
 			return false // stopped while /next was in flight: leave the message
 		}
+		a.serving(t, m.ID)
 		defer a.disarm(room, t)
 	}
 	if _, err := a.c.Processing(ctx, room, m.ID); err != nil {
@@ -350,6 +399,7 @@ func (a *sockAgent) serve(ctx context.Context, room string) bool {
 		if t = a.arm(room, epoch); t == nil {
 			return true
 		}
+		a.serving(t, m.ID)
 		defer a.disarm(room, t)
 	}
 	if a.pending(m.ID) {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/band-once/bandonce/internal/oracle"
 	"github.com/band-once/bandonce/proof"
 )
 
@@ -142,6 +143,9 @@ func signalHint(res proof.Result, o *observation, room, msg string, kind proof.E
 		if !during {
 			continue
 		}
+		if kind == proof.Interrupt && o.ackedBeforeReply(s, msg) {
+			add(fmt.Sprintf("%s was marked processed after the interrupt reached the agent, and its reply sent after that: cancel the turn first, then mark the message processed", o.labels[msg]))
+		}
 		if early {
 			add(fmt.Sprintf("the %s reached the agent after /next served %s and before its handler started: a signal applies to a message from the moment it is served", name, o.labels[msg]))
 		}
@@ -157,6 +161,24 @@ func signalHint(res proof.Result, o *observation, room, msg string, kind proof.E
 		return ""
 	}
 	return "; " + strings.Join(out, "; ")
+}
+
+// ackedBefore reports whether, in the life s reached, msg was marked
+// processed after s and its reply was sent after that mark: the turn
+// went on while it was being settled. o.mu is held.
+func (o *observation) ackedBeforeReply(s proof.Signal, msg string) bool {
+	lm := lifeMessage{s.Life, msg}
+	for _, ack := range o.ackedAt[lm] {
+		if ack <= s.Tick {
+			continue
+		}
+		for _, post := range o.postedAt[lm] {
+			if post > ack {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // claimedBefore reports whether /next had served t's message to t's life
@@ -175,4 +197,77 @@ func (o *observation) claimedBefore(t *turn, tick int64) bool {
 		}
 	}
 	return false
+}
+
+// interruptKept: a message was consumed without its reply, and the only
+// interrupts that can excuse it reached the agent before any /next that
+// served it was even asked: no turn of it was in flight, so an interrupt
+// that found none was kept and applied to the room's next message.
+func interruptKept(cfg *config, res proof.Result, o *observation) *verdict {
+	if cfg.mayNotReply || res.Interrupted == 0 || res.Found[proof.NonePending] != nil {
+		return nil
+	}
+	answered := map[string]bool{}
+	unmarked := map[string]bool{} // rooms with a reply that names no message
+	for _, posts := range res.Posts {
+		for _, p := range posts {
+			key, ok := oracle.MarkerKey(p.Content)
+			if !ok {
+				unmarked[p.RoomID] = true
+				continue
+			}
+			for _, s := range res.Said {
+				if strings.Contains(key, s.ID) {
+					answered[s.ID] = true
+				}
+			}
+		}
+	}
+	due := map[string]bool{} // labels of the messages drawn to be answered
+	if res.Schedule != nil {
+		for _, e := range res.Schedule.Events {
+			if e.Kind == proof.Say && (e.Spec.Outcome == proof.Reply || e.Spec.Outcome == proof.PanicThenReply) {
+				due[e.Spec.Label] = true
+			}
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, m := range res.Said {
+		if answered[m.ID] || unmarked[m.RoomID] || !due[m.Label] {
+			continue
+		}
+		first := int64(-1)
+		for lm, ticks := range o.askedAt {
+			if lm.msg != m.ID {
+				continue
+			}
+			for _, t := range ticks {
+				if first < 0 || t < first {
+					first = t
+				}
+			}
+		}
+		if first < 0 {
+			continue // never served: nothing consumed it in a turn
+		}
+		before, during := 0, false
+		for _, s := range res.Signals {
+			if s.Kind != proof.Interrupt || !s.Reached || (s.RoomID != "" && s.RoomID != m.RoomID) {
+				continue
+			}
+			if s.Tick >= first {
+				during = true
+			} else {
+				before++
+			}
+		}
+		if !during && before > 0 {
+			return &verdict{"interrupt-kept", fmt.Sprintf(
+				"a lost reply: %s was consumed without its reply, though no interrupt reached the agent while it was in flight: "+
+					"an interrupt that found no turn was kept for the room's next message; an interrupt ends the turn in flight, if any, and is then forgotten",
+				o.labels[m.ID])}
+		}
+	}
+	return nil
 }

@@ -40,7 +40,9 @@ func (o *observation) superviseFactory(f Factory, after int) proof.Factory {
 	return func() proof.Agent {
 		return func(ctx context.Context, pe proof.Env) error {
 			if pe.Life > 1 {
-				return f()(ctx, o.env(ctx, pe))
+				env := o.env(ctx, pe)
+				defer markReturned(env)
+				return f()(ctx, env)
 			}
 			rec := &supersedeRecord{}
 			o.mu.Lock()
@@ -75,7 +77,11 @@ func (o *observation) supervise(ctx context.Context, pe proof.Env, f Factory, af
 	ctxA, cancelA := context.WithCancel(ctx)
 	defer cancelA()
 	doneA := make(chan error, 1)
-	go func() { doneA <- f()(ctxA, envA) }()
+	go func() {
+		err := f()(ctxA, envA)
+		markReturned(envA)
+		doneA <- err
+	}()
 
 	select {
 	case <-trigger:
@@ -115,7 +121,11 @@ func (o *observation) supervise(ctx context.Context, pe proof.Env, f Factory, af
 func (o *observation) factory(f Factory) proof.Factory {
 	return func() proof.Agent {
 		a := f()
-		return func(ctx context.Context, pe proof.Env) error { return a(ctx, o.env(ctx, pe)) }
+		return func(ctx context.Context, pe proof.Env) error {
+			env := o.env(ctx, pe)
+			defer markReturned(env)
+			return a(ctx, env)
+		}
 	}
 }
 

@@ -17,7 +17,12 @@
 // at the end. It judges every schedule from the fake's ground truth and
 // prints a receipt; on a violation, the rule, the seed, a one-clause
 // reason, the schedule shrunk to a minimal witness and the command that
-// replays it. Exit status: 0 held, 1 violated, 2 could not run.
+// replays it. Exit status: 0 held, 1 violated, 2 could not run. With
+// -replicas N it runs N copies of the command at once as replicas of one
+// agent on a PostgreSQL database of each schedule's own (BANDONCE_LEDGER;
+// the server from -postgres, $BANDONCE_TEST_POSTGRES, or a throwaway one it
+// starts), kills, pauses and hands over the holder, judges that a replica
+// taken over from sends nothing more, and reports failover times.
 //
 // run turns any program into a Band agent with everything the Shell
 // guarantees: one run of the command per message (the body on stdin, the

@@ -74,6 +74,7 @@ func build(t testing.TB, pkg string) string {
 func bandonceBin(t testing.TB) string { return build(t, ".") }
 func echoBin(t *testing.T) string     { return build(t, "../../examples/echo") }
 func flawedBin(t *testing.T) string   { return build(t, "./testdata/flawed") }
+func patientBin(t *testing.T) string  { return build(t, "./testdata/patient") }
 
 // proc is a command run as a process, its output kept.
 type proc struct {

@@ -246,11 +246,13 @@ func TestVerifyNamesTheRuleEachFlawBreaks(t *testing.T) {
 	}{
 		{"-ack-first", "kill-before-post", nil, `one-outcome: r\dm\d was marked processed before its reply was posted`, "one-outcome"},
 		{"-quit", "transient-errors", []string{"-shrink", "1"}, `agent-lifecycle: the agent \(life \d+\) exited on its own`, "agent-lifecycle"},
-		{"-one-only", "transient-errors", []string{"-shrink", "1"}, `none-pending: r\dm\d was left "`, "none-pending"},
+		// -quiet 5s: the default waits out a 60 s retry cadence.
+		{"-one-only", "transient-errors", []string{"-shrink", "1", "-quiet", "5s"}, `none-pending: r\dm\d was left "`, "none-pending"},
 		// A mark that never comes leaves its message pending too, which is
 		// judged first; the stall is the quiet rule's.
-		{"-hang-ack", "transient-errors", []string{"-shrink", "1"}, `none-pending: r\dm\d was left "processing"`, "quiet"},
+		{"-hang-ack", "transient-errors", []string{"-shrink", "1", "-quiet", "5s"}, `none-pending: r\dm\d was left "processing"`, "quiet"},
 		{"-no-term", "transient-errors", []string{"-shrink", "1", "-grace", "1s"}, `sigterm: the agent was still running \S+ after SIGTERM`, "sigterm"},
+		{"-remember", "kill-before-post", []string{"-shrink", "1"}, `no-double-write: a memory written twice under key "flawed:mem:[0-9a-f-]+"`, "no-double-write"},
 	} {
 		t.Run(c.flag, func(t *testing.T) {
 			args := append([]string{"verify", "-no-socket", "-check", c.check, "-schedules", "1"}, c.extra...) // a later -schedules wins
@@ -286,4 +288,41 @@ func TestVerifyJudgesASupersededExitCodeOnlyWhenAsked(t *testing.T) {
 	require.Equal(t, exitViolated, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
 	assert.Regexp(t, `supersede: the agent \(life \d+\) exited 0 after it was superseded; -supersede-exit asks for a non-zero status`, out)
 	assert.Contains(t, out, "-supersede-exit --", "the replay line keeps the flag")
+}
+
+// A correct agent with the habits of Band's Python SDK (4 s before its
+// first request, a 60 s retry cadence, exit 0 when superseded) passes at
+// the defaults, four schedules at a time: each run of a seed has ids and
+// a TMPDIR of its own, no life starts after a failure, no SIGTERM comes
+// before a life's first request, and the stall limit waits out the
+// cadence once per failure injected.
+func TestVerifyPassesAPatientAgentAtItsDefaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the patient agent takes minutes: 36 schedules, some waiting out a 60 s cadence")
+	}
+	bin, agent := bandonceBin(t), patientBin(t)
+	p := start(t, nil, bin, "verify", "-parallel", "4", "--", agent)
+	code := p.wait(t, 15*time.Minute)
+	out := p.stdout.String()
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+	assert.Contains(t, out, "exactly-once held across 36 schedules")
+	for _, rule := range []string{"supersede", "sigterm", "interrupt-silence", "stop-silence", "quiet"} {
+		assert.Regexp(t, `(?m)^\s*`+rule+`\s+[1-9]\d*\s+0$`, out, "%s was judged", rule)
+	}
+}
+
+// Echo whose every reply takes longer than the verifier's 2 s stall timer
+// (ECHO_DELAY) holds too: the stalled schedule fires its next event (a
+// kill then hits the agent mid-turn) and no rule mistakes slowness for a
+// fault.
+func TestVerifyHoldsForTheEchoExampleAtSlowerTimings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("every reply waits 2.5 s: a minute of schedules")
+	}
+	bin, echo := bandonceBin(t), echoBin(t)
+	p := start(t, []string{"ECHO_DELAY=2500ms"}, bin, "verify", "-schedules", "1", "--", echo)
+	code := p.wait(t, 10*time.Minute)
+	out := p.stdout.String()
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
+	assert.Contains(t, out, "exactly-once held across 12 schedules: 0 double-posts, 0 lost messages")
 }

@@ -42,7 +42,9 @@
 //	fakeband truth                                   the ground truth, {"data": ...} as the admin API answers
 //
 // The admin API itself is documented at fakeband.AdminPrefix. It has no
-// authentication, so fakeband only listens on loopback addresses.
+// authentication, so fakeband only listens on loopback addresses. The same
+// address serves the console at / (open it in a browser): the rooms, each
+// message's life, the composer, control and faults (docs/fakeband.md).
 package main
 
 import (

@@ -122,6 +122,7 @@ func printSetup(w io.Writer, base string, seed int64, cast *fakeband.Cast) {
 	fmt.Fprintf(tw, "  REST API\t%s\n", base)
 	fmt.Fprintf(tw, "  socket\t%s\n", ws)
 	fmt.Fprintf(tw, "  admin API\t%s%s\n", root, fakeband.AdminPrefix)
+	fmt.Fprintf(tw, "  console\t%s/\t(open it in a browser)\n", root)
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

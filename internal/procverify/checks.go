@@ -17,7 +17,10 @@ type Check struct {
 	// socket faults). An agent declared without one skips it, and the
 	// receipt says so.
 	Socket bool
-	build  func(b *builder) *Schedule
+	// Replicas: the check acts on a holder among replicas (pauses,
+	// hand-overs); it runs only with Config.Replicas.
+	Replicas bool
+	build    func(b *builder) *Schedule
 }
 
 // Checks is every check, in the order they run.
@@ -44,7 +47,11 @@ var Checks = []Check{
 		build: func(b *builder) *Schedule { return b.controlled(Stop) }},
 	{Name: "supersede", Doc: "another connection takes over: the process must send nothing more and exit (non-zero with -supersede-exit)", Socket: true,
 		build: func(b *builder) *Schedule { return b.supersede() }},
-	{Name: "storm", Doc: "every fault and signal above, mixed",
+	{Name: "pause-holder", Doc: "with -replicas: SIGSTOP the holder mid-turn until another replica takes over, then SIGCONT it", Replicas: true,
+		build: func(b *builder) *Schedule { return b.faulted(b.pauses) }},
+	{Name: "hand-over", Doc: "with -replicas: SIGTERM the holder mid-turn, as a deploy does; another replica takes over", Replicas: true,
+		build: func(b *builder) *Schedule { return b.faulted(b.handOvers) }},
+	{Name: "storm", Doc: "every fault and signal above, mixed (with -replicas, pauses and hand-overs too)",
 		build: func(b *builder) *Schedule { return b.storm() }},
 }
 
@@ -61,7 +68,14 @@ func CheckNamed(name string) (Check, bool) {
 // Build draws the check's schedule for seed. The same seed always gives
 // the same schedule; socket says whether the agent has a socket.
 func (c Check) Build(seed int64, socket bool) *Schedule {
+	return c.buildFor(seed, socket, false)
+}
+
+// buildFor is Build for an agent run as replicas or not: a replicas
+// storm also draws pauses and hand-overs of the holder.
+func (c Check) buildFor(seed int64, socket, replicas bool) *Schedule {
 	b := newBuilder(seed, c.Name, socket)
+	b.replicas = replicas
 	s := c.build(b)
 	s.Check, s.Seed = c.Name, seed
 	return s
@@ -69,8 +83,9 @@ func (c Check) Build(seed int64, socket bool) *Schedule {
 
 // builder draws one schedule from a seed.
 type builder struct {
-	r      seedrand.Rand
-	socket bool
+	r        seedrand.Rand
+	socket   bool
+	replicas bool
 }
 
 func newBuilder(seed int64, check string, socket bool) *builder {
@@ -312,6 +327,36 @@ func (b *builder) supersede() *Schedule {
 	return b.schedule(rooms, b.weave(waiting, later, faults))
 }
 
+// turnEndpoints are the requests of a turn a pause or a hand-over
+// lands on: the claim, the read of the room, the reply, the mark.
+var turnEndpoints = []fakeband.Endpoint{fakeband.EndpointProcessing, fakeband.EndpointProcessing,
+	fakeband.EndpointContext, fakeband.EndpointPost, fakeband.EndpointProcessed}
+
+func (b *builder) pause() Event {
+	return Event{Kind: Pause, Endpoint: turnEndpoints[b.r.IntN(len(turnEndpoints))], Skip: b.skip(),
+		Delay: b.r.Duration(0, time.Second)}
+}
+
+func (b *builder) pauses() []Event {
+	var out []Event
+	for range b.r.Between(1, 2) {
+		out = append(out, b.pause())
+	}
+	return out
+}
+
+func (b *builder) handOver() Event {
+	return Event{Kind: HandOver, Endpoint: turnEndpoints[b.r.IntN(len(turnEndpoints))], Skip: b.skip()}
+}
+
+func (b *builder) handOvers() []Event {
+	var out []Event
+	for range b.r.Between(1, 2) {
+		out = append(out, b.handOver())
+	}
+	return out
+}
+
 // storm mixes everything the agent's capabilities allow.
 func (b *builder) storm() *Schedule {
 	rooms := b.r.Between(1, 2)
@@ -344,6 +389,16 @@ func (b *builder) storm() *Schedule {
 			faults = append(faults, Event{Kind: DropSocket, After: b.r.Duration(0, 300*time.Millisecond)})
 		default:
 			faults = append(faults, Event{Kind: Supersede, After: b.r.Duration(0, 500*time.Millisecond)})
+		}
+		// Replicas add the holder's pauses and hand-overs, drawn apart
+		// so that a storm without replicas stays what its seed drew.
+		if b.replicas {
+			switch b.r.IntN(4) {
+			case 0:
+				faults = append(faults, b.pause())
+			case 1:
+				faults = append(faults, b.handOver())
+			}
 		}
 	}
 	return b.schedule(rooms, b.weave(waiting, later, faults))

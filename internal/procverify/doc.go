@@ -11,7 +11,10 @@
 // interrupt or a stop travels to the agent's socket, so the signal
 // provably reaches the agent before it can send its reply. The agent is
 // restarted after every kill, superseded now and then, and stopped with
-// SIGTERM at the end.
+// SIGTERM at the end. With Config.Replicas several copies run at once
+// on a database of the schedule's own, the faults aim at the one that
+// holds (see replicas.go), and a replica taken over from must send
+// nothing more (Fenced).
 //
 // The verdict comes from the fake's ground truth and from what the
 // proxies saw the agent send, judged by the rules of Invariants; the

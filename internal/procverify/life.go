@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,15 @@ type life struct {
 	pushes      map[string]bool // correlation ids (and supersedeMark) that passed to the agent
 	sockets     []*watchedSocket
 	everSocket  bool // a socket of this life was upgraded
+
+	rep replica // with replicas: its part in the election, guarded by sim.mu
+}
+
+// isDead reports whether endLife ended it.
+func (l *life) isDead(s *sim) bool {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	return l.dead
 }
 
 // addSocket registers a tunnel so that the end of the life closes it.
@@ -97,6 +107,8 @@ const (
 	endTerminated  = "terminated"
 	endCrashed     = "crashed"
 	endInterrupted = "interrupted"
+	endHandedOver  = "handed over" // a replica that got SIGTERM as a deploy does
+	endLeft        = "left"        // a replica that exited after another took over
 )
 
 func (l *life) reason() string {
@@ -164,6 +176,16 @@ func (l *life) judgeSupersede(s *sim) {
 // SDKs read, pointing at this life's proxy.
 func (s *sim) agentEnv(p *proxy) []string {
 	env, _ := agentBase(os.Environ())
+	// The schedule's own temporary directory, under each name a runtime
+	// reads it by, so that lives of parallel schedules share no lock
+	// files or sockets there.
+	env = slices.DeleteFunc(env, func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return name == "TMPDIR" || name == "TMP" || name == "TEMP"
+	})
+	if s.tmp != "" {
+		env = append(env, "TMPDIR="+s.tmp, "TMP="+s.tmp, "TEMP="+s.tmp)
+	}
 	root := "http://" + p.addr
 	// The bound on how late this Band applies a request, told to an
 	// agent that reads it (band-once does), unless the user set it.
@@ -201,7 +223,7 @@ func (s *sim) startLife() error {
 		return err
 	}
 	l.proxy = p
-	proc, err := startAgent(s.cfg.Command, s.agentEnv(p), l.out)
+	proc, err := startAgent(s.cfg.Command, s.replicaEnv(s.agentEnv(p), os.LookupEnv), l.out)
 	if err != nil {
 		p.close()
 		return err
@@ -209,7 +231,9 @@ func (s *sim) startLife() error {
 	l.proc, l.started = proc, time.Now()
 	s.mu.Lock()
 	s.lives = append(s.lives, l)
-	s.life = l
+	if s.life == nil || !s.replicas() {
+		s.life = l // a new replica stands by until it speaks to Band
+	}
 	s.progress = time.Now()
 	s.mu.Unlock()
 	s.trace(fmt.Sprintf("life %d starts (pid %d, proxy %s)", n, proc.Pid(), p.addr))
@@ -264,9 +288,26 @@ func (s *sim) restart(l *life, afterDeath func()) {
 	if s.current() != l {
 		return
 	}
+	if s.ctx.Err() != nil {
+		s.endLife(l, endInterrupted) // the run is over: no next life
+		return
+	}
+	if s.replicas() {
+		if l.reason() != "" {
+			return // the holder is gone already; none took over yet
+		}
+		s.markGone(l, FailoverDeath)
+	}
 	s.endLife(l, endKilled)
 	if afterDeath != nil {
 		afterDeath()
+	}
+	if s.failed() {
+		// A rule already failed: its verdict stands, and a new life
+		// would only be SIGTERMed before it could settle in.
+		s.trace("a rule failed: no new life")
+		s.poke()
+		return
 	}
 	if err := s.startLife(); err != nil {
 		s.fail(AgentLifecycle, "the agent could not be started again after a kill: %v", err)
@@ -275,12 +316,24 @@ func (s *sim) restart(l *life, afterDeath func()) {
 }
 
 // terminate ends the schedule's last life as a supervisor stops a service:
-// SIGTERM to the process, exit 0 expected within the grace.
+// SIGTERM to the process, exit 0 expected within the grace; with replicas,
+// every replica still running.
 func (s *sim) terminate() {
+	if s.replicas() {
+		s.terminateReplicas()
+		return
+	}
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
-	l := s.current()
-	if l != nil && l.reason() == endSuperseded {
+	s.terminateOne(s.current())
+}
+
+// terminateOne ends l at the end of the schedule.
+func (s *sim) terminateOne(l *life) {
+	if l == nil || l.isDead(s) {
+		return
+	}
+	if l.reason() == endSuperseded {
 		// A superseded life was told to go: it gets what is left of its
 		// grace, and is judged, however early the schedule ran out.
 		t := time.NewTimer(time.Until(l.supersededAt.Add(s.cfg.Grace)))
@@ -293,14 +346,26 @@ func (s *sim) terminate() {
 		s.endLife(l, endSuperseded)
 		return
 	}
-	if l == nil || l.proc.Exited() || l.reason() != "" {
-		if l != nil {
-			s.endLife(l, endTerminated)
-		}
+	if l.proc.Exited() || l.reason() != "" {
+		s.endLife(l, endTerminated)
 		return
 	}
+	if !s.awaitFirstRequest(l) {
+		// A process that has not asked for anything yet may not have
+		// installed its signal handlers (an interpreter starting up):
+		// SIGTERM now says nothing of how it stops.
+		s.noteNot(fmt.Sprintf("SIGTERM: the agent's last life made no request within %s, so how it stops was not judged", s.cfg.ConnectTimeout))
+		s.endLife(l, endKilled)
+		return
+	}
+	s.terminateLife(l, endTerminated)
+}
+
+// terminateLife sends l SIGTERM, waits up to the grace for it to exit,
+// records how it did for the rule TermExit, and ends it as why.
+func (s *sim) terminateLife(l *life, why string) {
 	l.mu.Lock()
-	l.ended, l.termAt = endTerminated, time.Now()
+	l.ended, l.termAt = why, time.Now()
 	l.mu.Unlock()
 	s.trace(fmt.Sprintf("SIGTERM life %d", l.n))
 	_ = l.proc.Signal(syscall.SIGTERM)
@@ -315,7 +380,26 @@ func (s *sim) terminate() {
 	l.termKilled = !l.proc.Exited()
 	l.termExit = l.proc.ExitString()
 	l.mu.Unlock()
-	s.endLife(l, endTerminated)
+	s.endLife(l, why)
+}
+
+// awaitFirstRequest waits, up to what is left of Config.ConnectTimeout
+// since l started, for l's first request; false if none came (or l
+// exited first).
+func (s *sim) awaitFirstRequest(l *life) bool {
+	deadline := l.started.Add(s.cfg.ConnectTimeout)
+	for {
+		s.mu.Lock()
+		asked := l.asked
+		s.mu.Unlock()
+		switch {
+		case asked:
+			return true
+		case l.proc.Exited() || time.Now().After(deadline) || s.ctx.Err() != nil:
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // outputTail keeps the last lines a life wrote, for the report, and

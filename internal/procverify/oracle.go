@@ -1,6 +1,7 @@
 package procverify
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +18,11 @@ type Invariant string
 // them in the order they are judged; the first that fails is the
 // schedule's verdict.
 const (
+	// Fenced: with replicas, a replica sends nothing to Band (beyond GET
+	// /agent/me) once another replica took over from it, until that one
+	// is gone (killed, exited, handed over, paused): a request sent by a
+	// fenced holder.
+	Fenced Invariant = "fenced"
 	// NoDoublePost: at most one reply per dedup marker in a room, and at
 	// most one reply per message (see attribution in the docs).
 	NoDoublePost Invariant = "no-double-post"
@@ -53,7 +59,7 @@ const (
 )
 
 // Invariants is every rule, in judging order.
-var Invariants = []Invariant{NoDoublePost, NoDoubleWrite, AgentLifecycle, SupersedeExit, NonePending, OneOutcome, InterruptSilence, StopSilence, TermExit, Quiet}
+var Invariants = []Invariant{Fenced, NoDoublePost, NoDoubleWrite, AgentLifecycle, SupersedeExit, NonePending, OneOutcome, InterruptSilence, StopSilence, TermExit, Quiet}
 
 // Violation is a rule that failed, with a one-clause reason.
 type Violation struct {
@@ -83,6 +89,9 @@ type Result struct {
 	Sockets bool
 	// Output is the last lines the agent's last life wrote.
 	Output []string
+	// Failovers are the changes of holder after the holder went, with
+	// replicas.
+	Failovers []Failover
 	// Wall is how long the schedule took.
 	Wall time.Duration
 	// Err is set when the schedule could not be run at all.
@@ -115,6 +124,7 @@ func newJudgement() *judgement {
 func (s *sim) judge() Result {
 	t := s.gather()
 	v := newJudgement()
+	t.fencedSends(v)
 	t.doublePosts(v)
 	t.doubleWrites(v)
 	t.pending(v)
@@ -137,6 +147,7 @@ func (s *sim) judge() Result {
 		faults[k] = n
 	}
 	lives := append([]*life(nil), s.lives...)
+	failovers := append([]Failover(nil), s.failovers...)
 	s.mu.Unlock()
 	if failure != nil {
 		v.Check(failure.Invariant)
@@ -147,7 +158,7 @@ func (s *sim) judge() Result {
 		Schedule: s.sched, Violation: v.First(Invariants), Found: v.Found, Checks: v.Checks, Violations: v.Violated,
 		Faults: faults, Messages: len(t.messages), Lives: len(lives),
 		DoublePosts: v.DoublePosts, Lost: v.Lost, Interrupted: v.Interrupted, NotExercised: notes,
-		Wall: time.Since(s.start),
+		Failovers: failovers, Wall: time.Since(s.start),
 	}
 	for _, ps := range t.posts {
 		res.Replies += len(ps)
@@ -162,6 +173,15 @@ func (s *sim) judge() Result {
 	}
 	if len(lives) > 0 {
 		res.Output = lives[len(lives)-1].out.Lines()
+	}
+	s.mu.Lock()
+	var fencedLife int
+	if len(s.fenced) > 0 {
+		fencedLife = s.fenced[0].life
+	}
+	s.mu.Unlock()
+	if fencedLife > 0 {
+		res.Output = lives[fencedLife-1].out.Lines() // the fenced holder's own account
 	}
 	return res
 }
@@ -237,6 +257,24 @@ func (t *truth) attribute(room int, p fakeband.Post) *message {
 		}
 	}
 	return best
+}
+
+// fencedSends judges the rule Fenced: one case per change of holder and per
+// request of a replica taken over from, failed by the latter.
+func (t *truth) fencedSends(v *judgement) {
+	s := t.s
+	s.mu.Lock()
+	takeovers, sends := s.takeovers, slices.Clone(s.fenced)
+	s.mu.Unlock()
+	if !s.replicas() {
+		return
+	}
+	for range takeovers {
+		v.Check(Fenced)
+	}
+	for _, f := range sends {
+		v.Fail(Fenced, "replica life %d (pid %d) sent %s after life %d had taken over from it", f.life, f.pid, f.what, f.by)
+	}
 }
 
 func (t *truth) doublePosts(v *judgement) {

@@ -98,14 +98,17 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch ev.Kind {
 	case KillBefore:
 		s.count("kill_before_send")
+		s.excuse(1)
 		s.restart(l, nil)
 		abort(w)
 	case KillAfter:
 		s.count("kill_after_apply")
+		s.excuse(1)
 		s.restart(l, func() { s.serve(r, body, a, nil) })
 		abort(w)
 	case LoseResponse:
 		s.count("lost_response")
+		s.excuse(1)
 		s.applyFor(l, r, body, a, nil)
 		abort(w)
 	case Throttle:
@@ -115,9 +118,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.EmptyBody, name = true, "throttle_429_empty"
 		}
 		s.count(name)
+		s.excuse(1)
 		p.forward(w, r, body, a, &f)
 	case ServerError:
 		s.count("server_5xx")
+		s.excuse(max(ev.Count, 1))
 		p.forward(w, r, body, a, &fakeband.Fault{Endpoint: ep, Nth: 1, Count: max(ev.Count, 1), Kind: fakeband.FailBefore, Status: ev.Status})
 	case Latency:
 		s.count("latency")
@@ -130,6 +135,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.forward(w, r, body, a, nil)
 	case StaleNext:
 		s.count("stale_next")
+		s.excuse(1) // claiming a processed message fails
 		p.forward(w, r, body, a, &fakeband.Fault{Endpoint: ep, Nth: 1, Kind: fakeband.StaleNext})
 	case ApplyLate:
 		// Held whatever the agent does, then applied: the request stays
@@ -137,6 +143,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// event (a kill drawn with this one) may fire during the hold.
 		s.advance()
 		advanced = true
+		s.excuse(1) // the agent may give up on it
 		t := time.NewTimer(ev.Delay)
 		<-t.C
 		l.mu.Lock()
@@ -151,6 +158,22 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		rec.writeTo(w) // to nobody, if the agent gave up or died
+	case Pause:
+		rec, ok := s.applyFor(l, r, body, a, nil)
+		if !ok {
+			abort(w)
+			return
+		}
+		s.pause(l, ev.Delay)
+		rec.writeTo(w) // to a holder that wakes mid-turn
+	case HandOver:
+		rec, ok := s.applyFor(l, r, body, a, nil)
+		if !ok {
+			abort(w)
+			return
+		}
+		rec.writeTo(w)
+		go s.handOver(l)
 	case Interrupt, Stop:
 		rec, ok := s.applyFor(l, r, body, a, nil)
 		if !ok {
@@ -191,11 +214,15 @@ func (s *sim) arrive(l *life, ep fakeband.Endpoint, room, msg string) *attempt {
 	s.clock++
 	a := &attempt{Life: l.n, Tick: s.clock, EP: ep, Room: room, Msg: msg}
 	s.attempts = append(s.attempts, a)
+	if s.replicas() && failoverEndpoint(ep) {
+		s.speakLocked(l, a)
+	}
 	if ep != fakeband.EndpointSocket {
 		s.inflight++
 	}
 	if mutating(ep) {
 		s.lastSend, s.progress = time.Now(), time.Now()
+		s.owed = 0
 	}
 	if !l.asked {
 		// A process slow to start (an interpreter on a loaded machine)

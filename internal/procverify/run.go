@@ -45,12 +45,34 @@ type Config struct {
 	// ConnectTimeout bounds the wait for the agent's first request. Zero
 	// means 30 s.
 	ConnectTimeout time.Duration
+	// Quiet is how long the agent may make no progress (no claim, mark
+	// or reply) before it is judged stalled (the quiet rule): an agent's
+	// retry cadence must fit in it. Every failure the schedule injects
+	// (an error answer, a lost answer, a kill) excuses one more Quiet, so
+	// an agent that waits its cadence before each retry of a burst is not
+	// stalled. Zero means DefaultQuiet.
+	Quiet time.Duration
 	// ShrinkBudget bounds the runs spent shrinking the first violation.
 	// Zero means 48.
 	ShrinkBudget int
 	// ReplayFlags are the flags the replay commands repeat (capabilities,
 	// grace), as typed.
 	ReplayFlags string
+	// Replicas, when 2 or more, runs that many copies of the agent at
+	// once, as replicas of one agent: they share a PostgreSQL database of
+	// the schedule's own, named in BANDONCE_LEDGER, and are expected to
+	// elect one holder among them. Kills, pauses and hand-overs aim at
+	// the holder, a dead or departed replica is replaced by a new one,
+	// and a request from a replica after another took over is a
+	// violation (Fenced). 0 or 1 runs one process at a time.
+	Replicas int
+	// Postgres is the URL (postgres://) of a PostgreSQL server on which
+	// each schedule creates a database of its own and drops it after.
+	// Required with Replicas.
+	Postgres string
+	// LeaseTime is the lease the replicas are told (BANDONCE_LEASE_TIME)
+	// unless the environment sets it. Zero means DefaultLeaseTime.
+	LeaseTime time.Duration
 	// Trace, if set, gets one line per step of every schedule; Output,
 	// if set, every line the agent writes, prefixed with its life.
 	Trace, Output func(line string)
@@ -62,13 +84,22 @@ type Config struct {
 // DefaultSchedules is how many schedules a check runs by default.
 const DefaultSchedules = 3
 
-type settings struct{ Config }
+// DefaultQuiet is Config.Quiet's default: above the 60 s retry cadence
+// common in Band's SDKs, with room for their jitter.
+const DefaultQuiet = 90 * time.Second
+
+type settings struct {
+	Config
+	// runs numbers every schedule run (shrinking trials too), so that
+	// each gets a fake Band whose ids no other run shares.
+	runs atomic.Int64
+}
 
 func (c Config) withDefaults() (*settings, error) {
 	if len(c.Command) == 0 || c.Command[0] == "" {
 		return nil, errors.New("procverify: no agent command")
 	}
-	s := &settings{c}
+	s := &settings{Config: c}
 	if s.Schedules <= 0 {
 		s.Schedules = DefaultSchedules
 	}
@@ -81,12 +112,30 @@ func (c Config) withDefaults() (*settings, error) {
 	if s.ConnectTimeout <= 0 {
 		s.ConnectTimeout = 30 * time.Second
 	}
+	if s.Quiet <= 0 {
+		s.Quiet = DefaultQuiet
+	}
 	if s.ShrinkBudget <= 0 {
 		s.ShrinkBudget = 48
 	}
 	for _, name := range s.Checks {
-		if _, ok := CheckNamed(name); !ok {
+		c, ok := CheckNamed(name)
+		if !ok {
 			return nil, fmt.Errorf("procverify: unknown check %q (want one of %s)", name, strings.Join(checkNames(), ", "))
+		}
+		if c.Replicas && s.Replicas < 2 {
+			return nil, fmt.Errorf("procverify: check %q acts on a holder among replicas: it needs Replicas of 2 or more", name)
+		}
+	}
+	if s.Replicas >= 2 {
+		if s.Postgres == "" {
+			return nil, ErrNoPostgres
+		}
+		if !strings.HasPrefix(s.Postgres, "postgres://") && !strings.HasPrefix(s.Postgres, "postgresql://") {
+			return nil, errors.New("procverify: Postgres must be a postgres:// URL")
+		}
+		if s.LeaseTime <= 0 {
+			s.LeaseTime = DefaultLeaseTime
 		}
 	}
 	return s, nil
@@ -155,7 +204,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, &RunError{Kind: ErrNeverConnected, Detail: fmt.Sprintf("schedule %s seed %d: %v", r.Schedule.Check, r.Schedule.Seed, r.Err)}
 		}
 	}
-	rep.add(results)
+	rep.add(s, results)
 	if first := firstViolation(results); first != nil {
 		f, err := describe(ctx, s, first)
 		if err != nil {
@@ -193,12 +242,15 @@ func (s *settings) schedules() ([]*Schedule, []string) {
 		if len(s.Checks) > 0 && !slices.Contains(s.Checks, c.Name) {
 			continue
 		}
+		if c.Replicas && s.Replicas < 2 {
+			continue // it needs replicas: see Config.Replicas
+		}
 		if c.Socket && s.NoSocket {
 			notes = append(notes, c.Name+": the agent was declared without a socket (-no-socket), so no signal or socket fault can reach it")
 			continue
 		}
 		for i := range s.Schedules {
-			out = append(out, c.Build(s.Seed+int64(i), !s.NoSocket))
+			out = append(out, c.buildFor(s.Seed+int64(i), !s.NoSocket, s.Replicas >= 2))
 		}
 	}
 	return out, notes
@@ -212,7 +264,7 @@ func preflight(ctx context.Context, s *settings) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = sm.band.Close() }()
+	defer sm.close()
 	sm.start = time.Now()
 	if err := sm.startLife(); err != nil {
 		if errors.Is(err, exec.ErrNotFound) {

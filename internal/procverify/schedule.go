@@ -62,7 +62,8 @@ const (
 	// DropSocket: the agent's socket connections drop.
 	DropSocket
 	// Supersede: Band tells the agent another connection took over; the
-	// process must exit non-zero, and the verifier then starts it again,
+	// process must send nothing more and exit (non-zero with
+	// Config.SupersedeExitCode), and the verifier then starts it again,
 	// as a supervisor would.
 	Supersede
 	// ApplyLate: the request is held Delay and then applied, whatever
@@ -71,13 +72,23 @@ const (
 	// that keeps working on an abandoned request does. Delay stays within
 	// LateBound, the bound the agent is told of (see agentEnv).
 	ApplyLate
+	// Pause: with replicas, the holder's request is applied, its whole
+	// process group is stopped (SIGSTOP) until another replica takes
+	// over, and Delay after that it is resumed (SIGCONT) and gets the
+	// answer: a holder paused past its lease that wakes mid-turn.
+	Pause
+	// HandOver: with replicas, the holder's request is applied and
+	// answered, and the holder gets SIGTERM, as a deploy does: it must
+	// exit 0 within the grace, another replica takes over, and a new one
+	// is started in its place.
+	HandOver
 )
 
 var kindNames = [...]string{
 	Say: "say", KillBefore: "kill-before", KillAfter: "kill-after", LoseResponse: "lose-response",
 	Throttle: "throttle", ServerError: "server-error", Latency: "latency", StaleNext: "stale-next",
 	Interrupt: "interrupt", Stop: "stop", Play: "play", DropSocket: "drop-socket", Supersede: "supersede",
-	ApplyLate: "apply-late",
+	ApplyLate: "apply-late", Pause: "pause", HandOver: "hand-over",
 }
 
 func (k Kind) String() string {
@@ -114,7 +125,7 @@ type Event struct {
 // requestBound reports whether the event acts on a request of the agent.
 func (e Event) requestBound() bool {
 	switch e.Kind {
-	case KillBefore, KillAfter, LoseResponse, Throttle, ServerError, Latency, StaleNext, ApplyLate:
+	case KillBefore, KillAfter, LoseResponse, Throttle, ServerError, Latency, StaleNext, ApplyLate, Pause, HandOver:
 		return true
 	case Interrupt, Stop:
 		return e.Endpoint != ""
@@ -183,6 +194,10 @@ func (e Event) String() string {
 		b.WriteString("a stale replica serves the message last processed")
 	case ApplyLate:
 		fmt.Fprintf(&b, "hold it %s, then apply it whatever the agent did meanwhile", e.Delay)
+	case Pause:
+		fmt.Fprintf(&b, "apply it, SIGSTOP the holder's process group until another replica takes over, SIGCONT it %s later, then answer", e.Delay)
+	case HandOver:
+		b.WriteString("apply and answer it, then SIGTERM the holder (a hand-over: exit 0 expected; a new replica is started)")
 	case Interrupt, Stop:
 		if e.Endpoint != "" {
 			fmt.Fprintf(&b, "apply it, hold its answer, %s the agent in that room, then answer", e.Kind)
@@ -194,7 +209,7 @@ func (e Event) String() string {
 	case DropSocket:
 		b.WriteString("drop the agent's socket connections")
 	case Supersede:
-		b.WriteString("supersede the agent's connection (it must exit non-zero; it is then restarted)")
+		b.WriteString("supersede the agent's connection (it must send nothing more and exit; it is then restarted)")
 	default:
 		b.WriteString(e.Kind.String())
 	}

@@ -3,12 +3,14 @@ package procverify
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/seedrand"
 )
 
 // Real-time limits of one schedule. An agent is a process doing real I/O,
@@ -18,8 +20,7 @@ const (
 	tick       = 20 * time.Millisecond  // the driver looks around at least this often
 	quietFor   = 750 * time.Millisecond // all processed, nothing sent: the verdict may come
 	stallAfter = 2 * time.Second        // no mark, post or event for this long: fire the next event
-	giveUp     = 20 * time.Second       // stalled with nothing left to fire: not quiet
-	deadline   = 3 * time.Minute        // the whole schedule
+	deadline   = 3 * time.Minute        // the whole schedule, plus Config.Quiet per failure injected
 	pushWait   = time.Second            // how long a push may take to pass to the agent's socket
 	listenWait = 2 * time.Second        // how long a signal waits for a new life to join its control topic
 	// pushSettle is how long after a push was written to the agent's
@@ -38,6 +39,7 @@ type sim struct {
 
 	band     *fakeband.Band
 	fakeHost string // host:port the fake listens on, for socket tunnels
+	tmp      string // the agent's TMPDIR, the schedule's own
 	agent    fakeband.Agent
 	human    fakeband.Human
 	rooms    []fakeband.Room
@@ -60,6 +62,10 @@ type sim struct {
 	progress time.Time
 	lastSend time.Time // the last mark or post that arrived
 	inflight int       // REST requests in the proxies now
+	// owed counts the failures injected since the last progress, and
+	// owedTotal all of them: each excuses one more Config.Quiet of
+	// silence, the agent's retry cadence (see excuse).
+	owed, owedTotal int
 
 	messages []*message
 	controls []*control
@@ -68,6 +74,14 @@ type sim struct {
 	notes    map[string]bool // what could not be exercised, and why
 	failure  *Violation      // an engine-level violation (lifecycle, quiet)
 	wake     chan struct{}
+
+	// With replicas: the schedule's database, how often a replica other
+	// than the holder spoke (a change of holder, or a fenced send), the
+	// fenced sends, and the failovers timed.
+	db        *database
+	takeovers int
+	fenced    []fencedSend
+	failovers []Failover
 }
 
 // message is one human message the engine posted.
@@ -118,10 +132,28 @@ func newSim(ctx context.Context, cfg *settings, s *Schedule) (*sim, error) {
 			cfg.Trace(fmt.Sprintf("[%s seed %d] %7s %s", s.Check, s.Seed, time.Since(sm.start).Truncate(time.Millisecond), line))
 		}
 	}
-	sm.band = fakeband.New(fakeband.Options{Seed: s.Seed})
+	if cfg.Replicas >= 2 {
+		db, err := createDatabase(ctx, cfg.Postgres)
+		if err != nil {
+			return nil, err
+		}
+		sm.db = db
+	}
+	// Every run gets ids of its own, though schedules of one seed (of two
+	// checks, or a shrink's trials) run side by side: an agent that locks
+	// per agent id, as Band's Python SDK does, must not meet itself. And
+	// a TMPDIR of its own, for the same reason.
+	run := cfg.runs.Add(1)
+	sm.band = fakeband.New(fakeband.Options{Seed: fakeSeed(s, run)})
+	tmp, err := os.MkdirTemp("", "bandonce-verify-")
+	if err != nil {
+		sm.close()
+		return nil, err
+	}
+	sm.tmp = tmp
 	base, err := sm.band.Listen("127.0.0.1:0")
 	if err != nil {
-		_ = sm.band.Close()
+		sm.close()
 		return nil, err
 	}
 	sm.fakeHost = strings.TrimSuffix(strings.TrimPrefix(base, "http://"), fakeband.APIPrefix)
@@ -133,10 +165,31 @@ func newSim(ctx context.Context, cfg *settings, s *Schedule) (*sim, error) {
 	return sm, nil
 }
 
+// fakeSeed is the fake's seed for the run-th schedule run of a
+// verification (shrinking trials included): a different one for every
+// run, so that no two runs share ids.
+func fakeSeed(s *Schedule, run int64) int64 {
+	return seedrand.Named(s.Seed, fmt.Sprintf("%s#%d", s.Check, run)).Int64()
+}
+
+// close stops the fake, removes the agent's TMPDIR and drops the
+// schedule's database, once every life has ended.
+func (s *sim) close() {
+	_ = s.band.Close()
+	if s.tmp != "" {
+		_ = os.RemoveAll(s.tmp)
+	}
+	if s.db != nil {
+		if err := s.db.drop(); err != nil {
+			s.trace(fmt.Sprintf("could not drop the schedule's database %s: %v", s.db.name, err))
+		}
+	}
+}
+
 // run plays the schedule to its verdict.
 func (s *sim) run() (res Result) {
 	s.start = time.Now()
-	defer func() { _ = s.band.Close() }()
+	defer s.close()
 	for s.cursor < len(s.sched.Events) && s.sched.Events[s.cursor].Kind == Say && s.sched.Events[s.cursor].After == 0 {
 		s.apply(s.sched.Events[s.cursor])
 		s.advance()
@@ -144,8 +197,13 @@ func (s *sim) run() (res Result) {
 	s.mu.Lock()
 	s.progress, s.armedAt = time.Now(), time.Now()
 	s.mu.Unlock()
-	if err := s.startLife(); err != nil {
-		return Result{Schedule: s.sched, Err: err}
+	for range max(s.cfg.Replicas, 1) {
+		if err := s.startLife(); err != nil {
+			for _, l := range s.lives {
+				s.endLife(l, endInterrupted)
+			}
+			return Result{Schedule: s.sched, Err: err}
+		}
 	}
 	end := time.Now().Add(deadline)
 	interrupted := false
@@ -166,7 +224,18 @@ func (s *sim) run() (res Result) {
 		t.Stop()
 	}
 	if interrupted {
-		s.endLife(s.current(), "interrupted")
+		// Under lifeMu: a hand-over under way starts its new replica
+		// first, or finds its holder ended and starts none.
+		s.lifeMu.Lock()
+		defer s.lifeMu.Unlock()
+		s.mu.Lock()
+		lives := append([]*life(nil), s.lives...)
+		s.mu.Unlock()
+		for _, l := range lives {
+			if !l.isDead(s) {
+				s.endLife(l, endInterrupted)
+			}
+		}
 		return Result{Schedule: s.sched, Err: context.Cause(s.ctx)}
 	}
 	s.terminate()
@@ -221,11 +290,18 @@ func (s *sim) step(end time.Time) bool {
 	if failed {
 		return false
 	}
-	if l.proc.Exited() {
+	if s.replicas() {
+		if !s.stepReplicas(now) {
+			return false
+		}
+	} else if l.proc.Exited() {
 		switch l.reason() {
 		case endSuperseded:
 			l.judgeSupersede(s)
 			s.endLife(l, endSuperseded)
+			if s.failed() {
+				return false // no new life once a rule failed: its verdict stands
+			}
 			if err := s.startLife(); err != nil {
 				s.fail(AgentLifecycle, "the agent could not be started again after it was superseded: %v", err)
 				return false
@@ -255,9 +331,14 @@ func (s *sim) step(end time.Time) bool {
 	s.mu.Lock()
 	sinceProgress := now.Sub(s.progress)
 	stalled := sinceProgress >= stallAfter
-	if l := s.life; l != nil && !l.asked && now.Sub(l.started) < giveUp {
+	if l := s.life; l != nil && !l.asked && now.Sub(l.started) < s.cfg.ConnectTimeout {
 		stalled = false // still starting up: see arrive
 	}
+	if s.awaitingTakeoverLocked(now) {
+		stalled = false // failing over: the standby waits out the lease
+	}
+	giveUp := s.cfg.Quiet * time.Duration(max(s.owed, 1))
+	end = end.Add(s.cfg.Quiet * time.Duration(s.owedTotal))
 	s.mu.Unlock()
 	if stalled {
 		switch {
@@ -267,15 +348,32 @@ func (s *sim) step(end time.Time) bool {
 		case s.playStopped():
 			return true
 		case sinceProgress >= giveUp:
-			s.fail(Quiet, "%s", s.stuckReason())
+			s.fail(Quiet, "no claim, mark or reply for %s: %s", sinceProgress.Truncate(time.Second), s.stuckReason())
 			return false
 		}
 	}
 	if now.After(end) {
-		s.fail(Quiet, "the schedule ran past its %s deadline: %s", deadline, s.stuckReason())
+		s.fail(Quiet, "the schedule ran past its deadline (%s, and -quiet for each failure injected): %s", deadline, s.stuckReason())
 		return false
 	}
 	return true
+}
+
+// excuse records n failures injected into the agent's requests (error
+// answers, lost answers, a kill): an agent may wait its retry cadence,
+// up to Config.Quiet, after each before it makes progress again.
+func (s *sim) excuse(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.owed += n
+	s.owedTotal += n
+}
+
+// failed reports whether an engine-level rule has failed.
+func (s *sim) failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failure != nil
 }
 
 // pending reports whether events are left to fire.
@@ -290,6 +388,9 @@ func (s *sim) pending() bool {
 func (s *sim) quiet(now time.Time) bool {
 	s.mu.Lock()
 	busy := s.busy || s.inflight > 0 || now.Sub(s.lastSend) < quietFor || now.Sub(s.progress) < quietFor
+	if l := s.life; l != nil && !l.asked && now.Sub(l.started) < s.cfg.ConnectTimeout {
+		busy = true // a life starting up has yet to ask for what a request-bound event waits on
+	}
 	msgs := append([]*message(nil), s.messages...)
 	s.mu.Unlock()
 	if busy {
@@ -311,6 +412,10 @@ func (s *sim) quiet(now time.Time) bool {
 func (s *sim) stuckReason() string {
 	s.mu.Lock()
 	msgs := append([]*message(nil), s.messages...)
+	why := "the system did not go quiet"
+	if h := s.life; s.replicas() && h != nil && h.rep.gone != "" && h.rep.gone != "terminated" {
+		why = fmt.Sprintf("no replica took over from life %d (%s %s before)", h.n, h.rep.gone, time.Since(h.rep.goneAt).Truncate(time.Second))
+	}
 	s.mu.Unlock()
 	var pending []string
 	for _, m := range msgs {
@@ -320,9 +425,9 @@ func (s *sim) stuckReason() string {
 	}
 	sort.Strings(pending)
 	if len(pending) == 0 {
-		return "the system did not go quiet"
+		return why
 	}
-	return "the system did not go quiet: " + strings.Join(pending, ", ")
+	return why + ": " + strings.Join(pending, ", ")
 }
 
 // fail records an engine-level violation; the first one stands.
@@ -421,9 +526,29 @@ func (s *sim) fireNext(quiet bool) {
 	s.busy = true
 	s.mu.Unlock()
 	switch {
+	case ev.isKill() && !quiet && s.replicas() && s.current().reason() != "":
+		s.trace("dropped (the holder is gone and none took over): " + ev.String())
+	case (ev.Kind == Pause || ev.Kind == HandOver) && s.replicas():
+		// No such request came: the holder is paused or handed over
+		// where it stands, idle or stalled, which fails it over too.
+		if l := s.current(); l.reason() == "" {
+			s.trace("its request never came: " + ev.Kind.String() + " of the holder where it stands")
+			go func() {
+				if ev.Kind == Pause {
+					s.pause(l, ev.Delay)
+				} else {
+					s.handOver(l)
+				}
+				s.advance()
+				s.poke()
+			}()
+			return
+		}
+		s.trace("dropped (the holder is gone and none took over): " + ev.String())
 	case ev.isKill() && !quiet:
 		s.trace("stalled: firing " + ev.String() + " now")
 		s.count("kill_idle")
+		s.excuse(1)
 		s.restart(s.current(), nil)
 	case ev.requestBound():
 		s.trace("dropped (its request never came): " + ev.String())
@@ -485,6 +610,7 @@ func (s *sim) apply(ev Event) {
 	case DropSocket:
 		if s.current().socketsOpen.Load() > 0 {
 			s.count("socket_drop")
+			s.excuse(1) // an agent that lives on its socket reconnects at its cadence
 		}
 		s.band.DropSockets(s.agent.ID)
 	case Supersede:
@@ -533,7 +659,7 @@ func (s *sim) signalNamed(kind Kind, room int, message string, held bool, name s
 	if kind != Play && !s.cfg.NoSocket {
 		// A life that just started may not have joined its control
 		// topic yet; a signal sent now would be lost for nothing.
-		l.awaitListening(listenWait)
+		s.awaitListening(l)
 	}
 	c := &control{Kind: kind, Room: room, Message: message, Held: held}
 	var err error
@@ -596,7 +722,7 @@ func (s *sim) signalNamed(kind Kind, room int, message string, held bool, name s
 // socket to hear it on; the driver then expects it to exit non-zero.
 func (s *sim) supersede() {
 	l := s.current()
-	if !l.awaitListening(listenWait) {
+	if !s.awaitListening(l) {
 		s.noteNot("a supersede found the agent not listening on its socket")
 		return
 	}
@@ -605,11 +731,24 @@ func (s *sim) supersede() {
 		s.noteNot("a supersede found the agent's socket not yet joined to its control topic")
 		return
 	}
+	if s.replicas() {
+		s.markGone(l, "superseded") // a standby may take over as soon as it hears
+	}
 	time.Sleep(pushSettle)
 	tick := s.now()
 	l.markSuperseded(tick)
 	s.count("supersede")
 	s.trace(fmt.Sprintf("life %d superseded", l.n))
+}
+
+// awaitListening waits for l to listen on its socket: up to listenWait
+// after its first request, which a life starting up may take up to
+// Config.ConnectTimeout to send.
+func (s *sim) awaitListening(l *life) bool {
+	if !s.awaitFirstRequest(l) {
+		return false
+	}
+	return l.awaitListening(listenWait)
 }
 
 // article puts "a" or "an" before the kind's name.

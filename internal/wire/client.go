@@ -142,7 +142,7 @@ func (c *Client) Chats(ctx context.Context) (_ []Chat, err error) {
 		if page >= totalPages || len(chats) == 0 {
 			return all, nil
 		}
-		if err := p.advancePage(page, len(chats), fresh); err != nil {
+		if err := p.AdvancePage(page, len(chats), fresh); err != nil {
 			return nil, err
 		}
 	}

@@ -45,42 +45,59 @@ func (e *PagingError) Error() string {
 // Unwrap returns ErrCursorRepeated or ErrTooManyPages.
 func (e *PagingError) Unwrap() error { return e.Err }
 
-// pager guards one walk: every loop over pages goes through it, so none
-// follows a repeated cursor or walks past MaxPages.
-type pager struct {
+// Pager guards one walk through pages: every loop over pages, here and in
+// package band, goes through one, so none follows a repeated cursor or
+// walks past its bound. It remembers every cursor asked, so a walk costs
+// memory in the pages it reads, which the bound caps.
+type Pager struct {
 	endpoint, url string
-	pages         int
+	pages, max    int
 	seen          map[string]bool
 }
 
-func (c *Client) newPager(endpoint, path, first string) *pager {
-	return &pager{endpoint: endpoint, url: c.base + path, seen: map[string]bool{first: true}}
+// NewPager starts a walk of endpoint from the cursor first ("" or "1" for
+// the first page), bounded by max pages (MaxPages if max is not
+// positive). path is the templated path, such as "/agent/chats/{id}/tasks",
+// with no id in it: the *PagingError names it.
+func (c *Client) NewPager(endpoint, path, first string, max int) *Pager {
+	if max <= 0 {
+		max = MaxPages
+	}
+	return &Pager{endpoint: endpoint, url: c.base + path, max: max, seen: map[string]bool{first: true}}
 }
 
-// advance records a page read and the cursor of the one asked next.
-func (p *pager) advance(next string) error {
+func (c *Client) newPager(endpoint, path, first string) *Pager {
+	return c.NewPager(endpoint, path, first, 0)
+}
+
+// Advance records a page read and the cursor of the one asked next: a
+// cursor asked before ends the walk with a *PagingError
+// (ErrCursorRepeated), and so does the page past the bound
+// (ErrTooManyPages).
+func (p *Pager) Advance(next string) error {
 	p.pages++
 	switch {
 	case p.seen[next]:
 		return p.stop(ErrCursorRepeated)
-	case p.pages >= MaxPages:
+	case p.pages >= p.max:
 		return p.stop(ErrTooManyPages)
 	}
 	p.seen[next] = true
 	return nil
 }
 
-// advancePage is advance for a page-numbered listing, whose page numbers
-// never repeat: a full page that brought nothing new is the repeat.
-func (p *pager) advancePage(page, items, fresh int) error {
+// AdvancePage is Advance for a page-numbered listing, whose page numbers
+// never repeat: a page of items that brought nothing new (fresh counts
+// the items not read before) is the repeat.
+func (p *Pager) AdvancePage(page, items, fresh int) error {
 	if items > 0 && fresh == 0 {
 		p.pages++
 		return p.stop(ErrCursorRepeated)
 	}
-	return p.advance(strconv.Itoa(page + 1))
+	return p.Advance(strconv.Itoa(page + 1))
 }
 
-func (p *pager) stop(why error) error {
+func (p *Pager) stop(why error) error {
 	return &PagingError{Endpoint: p.endpoint, URL: p.url, Pages: p.pages, Err: why}
 }
 
@@ -134,7 +151,7 @@ func (c *Client) WalkContext(ctx context.Context, chatID string, w *ContextWalk,
 			*w = ContextWalk{Cursor: cursor, Limit: limit}
 			return nil
 		}
-		if err := p.advance(page.NextCursor); err != nil {
+		if err := p.Advance(page.NextCursor); err != nil {
 			return err
 		}
 		cursor = page.NextCursor

@@ -208,7 +208,7 @@ func (c *Client) Peers(ctx context.Context, notInChat string) ([]Peer, error) {
 		if page >= meta.TotalPages || len(peers) == 0 {
 			return all, nil
 		}
-		if err := p.advancePage(page, len(peers), fresh); err != nil {
+		if err := p.AdvancePage(page, len(peers), fresh); err != nil {
 			return nil, err
 		}
 	}

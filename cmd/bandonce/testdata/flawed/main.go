@@ -17,6 +17,8 @@
 //	-no-term    ignores SIGTERM (sigterm)
 //	-polite     joins the control topic and exits 0 when superseded, as
 //	            Band's Python SDK does (supersede, with -supersede-exit)
+//	-remember   stores a memory of each message, under a key, before its
+//	            reply, at every delivery (no-double-write)
 //
 // Each flag breaks the one rule of bandonce verify named after it.
 // Every reply carries a dedup marker; there is no guard.
@@ -55,6 +57,7 @@ var (
 	hangAck  = flag.Bool("hang-ack", false, "wait a minute before each processed mark")
 	noTerm   = flag.Bool("no-term", false, "ignore SIGTERM")
 	polite   = flag.Bool("polite", false, "exit 0 when superseded")
+	remember = flag.Bool("remember", false, "store a memory of each message at every delivery")
 
 	// replied is closed after the first reply, for -quit and -one-only.
 	replied = make(chan struct{})
@@ -111,6 +114,18 @@ func handle(ctx context.Context, room string, m message) error {
 		time.Sleep(100 * time.Millisecond) // some work, during which a signal may come
 	}
 	text := strings.TrimSpace(mark.ReplaceAllString(m.Content, ""))
+	if *remember {
+		// The flaw: a write Band has no idempotency key for, made again
+		// at every delivery without looking for the one made before.
+		mem := map[string]any{"memory": map[string]any{
+			"content": "asked: " + text, "thought": "to recall it", "system": "long_term", "type": "episodic",
+			"segment": "user", "scope": "subject", "subject_id": m.SenderID,
+			"metadata": map[string]string{"dedup_key": "flawed:mem:" + m.ID},
+		}}
+		if _, err := call(ctx, "POST", "/agent/memories", mem, nil); err != nil {
+			return err
+		}
+	}
 	reply := map[string]any{"message": map[string]any{
 		"content":  "echo: " + text + "\n[dedup_key:flawed:" + m.ID + "]",
 		"mentions": []map[string]string{{"id": m.SenderID}},
