@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/band"
-	"github.com/band-once/bandonce/boltledger"
 	"github.com/band-once/bandonce/fakeband"
 )
 
@@ -120,7 +118,7 @@ func TestATurnMakesEachAgentAPIWriteOnce(t *testing.T) {
 		room := w.rooms[0]
 		id := w.say(room, "refund order 17")
 		stop := w.start(w.config(boardHandler))
-		settle(10 * time.Second)
+		runFor(10 * time.Second)
 		require.NoError(t, stop())
 		assert.Equal(t, wantBoardWrites(id), boardWrites(t, w, room, id))
 		reqs := w.band.Requests()
@@ -153,7 +151,7 @@ func TestAWriteWhoseAnswerWasLostIsNotMadeAgain(t *testing.T) {
 				id := w.say(room, "refund order 17")
 				w.band.Inject(fakeband.Fault{Endpoint: tc.ep, Nth: tc.nth, Kind: fakeband.LoseResponse})
 				stop := w.start(w.config(boardHandler))
-				settle(10 * time.Second)
+				runFor(10 * time.Second)
 				require.NoError(t, stop())
 				assert.Equal(t, wantBoardWrites(id), boardWrites(t, w, room, id))
 				reqs := w.band.Requests()
@@ -174,41 +172,12 @@ func TestAWriteWhoseAnswerWasLostIsNotMadeAgain(t *testing.T) {
 // write is in the fake's truth once, on a forgetful and on a durable
 // ledger.
 func TestCrashAtEveryRequestOfATurnWithAgentAPIWrites(t *testing.T) {
-	var total int
-	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, 1)
-		w.say(w.rooms[0], "refund order 17")
-		total = runConfigWithKill(t, w, w.config(boardHandler), -1, false)
-	})
-	require.GreaterOrEqual(t, total, 13, "me, chats, next, processing, 7 writes, participants, the reply, processed")
-	for _, durable := range []bool{false, true} {
-		for at := 1; at <= total; at++ {
-			for _, after := range []bool{false, true} {
-				t.Run(fmt.Sprintf("durable=%v request %d after=%v", durable, at, after), func(t *testing.T) {
-					path := filepath.Join(t.TempDir(), "agent.ledger")
-					synctest.Test(t, func(t *testing.T) {
-						w := newWorld(t, 1)
-						room := w.rooms[0]
-						id := w.say(room, "refund order 17")
-						life := func(at int) {
-							cfg := w.config(boardHandler)
-							if durable {
-								ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
-								require.NoError(t, err)
-								defer ledger.Close()
-								cfg.Ledger = ledger
-							}
-							runConfigWithKill(t, w, cfg, at, after)
-						}
-						life(at)
-						life(-1)
-						assert.Equal(t, wantBoardWrites(id), boardWrites(t, w, room, id))
-						assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
-					})
-				})
-			}
+	crashAtEveryRequestOfATurn(t, 13, "me, chats, next, processing, 7 writes, participants, the reply, processed", func() (bandonce.Handler, turnCheck) {
+		return boardHandler, func(t *testing.T, w *world, room fakeband.Room, id string, _ bool) {
+			assert.Equal(t, wantBoardWrites(id), boardWrites(t, w, room, id))
+			assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
 		}
-	}
+	})
 }
 
 // The writes are refused outside the turn and after a stop, and bad ones
@@ -246,7 +215,7 @@ func TestAgentAPIWritesOutsideTheTurnOrBadAreRefused(t *testing.T) {
 			errs <- err
 			return nil, nil
 		}))
-		settle(10 * time.Second)
+		runFor(10 * time.Second)
 		require.NoError(t, stop())
 		for range 5 {
 			err := <-errs

@@ -67,6 +67,25 @@ func (a *attemptLog) calls(id string) int {
 	return len(a.starts[id])
 }
 
+// downFor is an attempt log whose handler fails with RetryAfter(wait): the
+// first attempt of each of ids, or every attempt of every message when no
+// id is given, as a dependency that is down and says for how long.
+func downFor(wait time.Duration, ids ...string) *attemptLog {
+	h := newAttemptLog(len(ids) == 0)
+	for _, id := range ids {
+		h.fails[id] = 1
+	}
+	h.err = func(string, int) error { return bandonce.RetryAfter(errors.New("down"), wait) }
+	return h
+}
+
+// startWith starts the rig's shell with h as its handler, at once.
+func (r *rig) startWith(h bandonce.Handler) (stop func() error) {
+	cfg := r.config()
+	cfg.Handler = h
+	return startOnce(r.world, cfg)
+}
+
 func TestAFailedMessageWaitsAFullJitterExponentialBackoffBeforeEachAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 1)
@@ -166,9 +185,7 @@ func TestAWaitingMessageHoldsItsRoomWhileOtherRoomsGoOn(t *testing.T) {
 		w := newWorld(t, 2)
 		held, other := w.rooms[0], w.rooms[1]
 		first := w.say(held, "first")
-		h := newAttemptLog(false)
-		h.fails[first] = 1
-		h.err = func(string, int) error { return bandonce.RetryAfter(errors.New("down"), 10*time.Minute) }
+		h := downFor(10*time.Minute, first)
 		cfg := w.config(h.handle)
 		cfg.DisableSocket = false // pushes wake the held room early
 		stop := startOnce(w, cfg)
@@ -198,12 +215,8 @@ func TestAnInterruptConsumesAWaitingMessageAtOnce(t *testing.T) {
 		r := newRig(t, 1, 0)
 		room := r.rooms[0]
 		id := r.say(room, "flaky")
-		h := newAttemptLog(false)
-		h.fails[id] = 1
-		h.err = func(string, int) error { return bandonce.RetryAfter(errors.New("down"), time.Hour) }
-		cfg := r.config()
-		cfg.Handler = h.handle
-		stop := startOnce(r.world, cfg)
+		h := downFor(time.Hour, id)
+		stop := r.startWith(h.handle)
 		time.Sleep(time.Minute)
 		require.Equal(t, 1, h.calls(id))
 		start := time.Now()
@@ -226,12 +239,8 @@ func TestAStopHoldsAWaitingMessageUntilPlay(t *testing.T) {
 		r := newRig(t, 1, 0)
 		room := r.rooms[0]
 		id := r.say(room, "flaky")
-		h := newAttemptLog(false)
-		h.fails[id] = 1
-		h.err = func(string, int) error { return bandonce.RetryAfter(errors.New("down"), time.Minute) }
-		cfg := r.config()
-		cfg.Handler = h.handle
-		stop := startOnce(r.world, cfg)
+		h := downFor(time.Minute, id)
+		stop := r.startWith(h.handle)
 		time.Sleep(10 * time.Second)
 		require.Equal(t, 1, h.calls(id))
 		require.NoError(t, r.band.StopRoom(room.ID))
@@ -251,8 +260,7 @@ func TestShutdownDoesNotWaitForAWaitingMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 1)
 		id := w.say(w.rooms[0], "hi")
-		h := newAttemptLog(true)
-		h.err = func(string, int) error { return bandonce.RetryAfter(errors.New("down"), time.Hour) }
+		h := downFor(time.Hour)
 		stop := startOnce(w, w.config(h.handle))
 		time.Sleep(time.Minute)
 		require.Equal(t, 1, h.calls(id))
@@ -267,8 +275,7 @@ func TestDrainReportsWhatItLeftWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 2)
 		id := w.say(w.rooms[1], "hi")
-		h := newAttemptLog(true)
-		h.err = func(string, int) error { return bandonce.RetryAfter(errors.New("down"), time.Hour) }
+		h := downFor(time.Hour)
 		s, err := bandonce.New(w.config(h.handle))
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -312,8 +319,7 @@ func TestWaitingMessagesHoldNoGoroutines(t *testing.T) {
 		n := 0
 		synctest.Test(t, func(t *testing.T) {
 			w := newWorld(t, rooms)
-			h := newAttemptLog(true)
-			h.err = func(string, int) error { return bandonce.RetryAfter(errors.New("down"), time.Hour) }
+			h := downFor(time.Hour)
 			for _, room := range w.rooms {
 				w.say(room, "hi")
 			}
@@ -355,8 +361,14 @@ func TestTheDefaultBackoffRidesOutAnOutageOfMinutes(t *testing.T) {
 			h := newAttemptLog(true)
 			cfg := w.config(h.handle)
 			cfg.Retry.Seed = seed + 1
+			began := time.Now()
 			stop := startOnce(w, cfg)
-			time.Sleep(time.Hour)
+			for w.band.Status(w.agent.ID, id) != fakeband.StatusProcessed && time.Since(began) < time.Hour {
+				time.Sleep(10 * time.Second) // virtual: until the tenth failure dead-letters it
+			}
+			// Longer than any wait the backoff or a Retry-After can ask
+			// for: an eleventh attempt would show.
+			time.Sleep(10 * time.Minute)
 			require.NoError(t, stop())
 			gaps := h.gaps(id)
 			require.Len(t, gaps, 9, "ten attempts by default")

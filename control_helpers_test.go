@@ -378,3 +378,64 @@ func (r *rig) probesOnly(t *testing.T, room fakeband.Room, nextsBefore, servedBe
 	assert.Equal(t, servedBefore, r.tap.servedNext(room.ID), "no /next answer carried a message while stopped")
 	assert.LessOrEqual(t, r.tap.count("next", room.ID)-nextsBefore, probes, "only the stopped room's probes")
 }
+
+// socketConfig is the world's config with the Phoenix socket on, so control
+// signals reach the shell.
+func (w *world) socketConfig(h bandonce.Handler) bandonce.Config {
+	cfg := w.config(h)
+	cfg.DisableSocket = false
+	return cfg
+}
+
+// slowHandler echoes after d unless its context ends first; it records the
+// cause it saw.
+type slowHandler struct {
+	mu     sync.Mutex
+	d      time.Duration
+	causes []error
+	calls  int
+}
+
+func (s *slowHandler) handle(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+	s.mu.Lock()
+	s.calls++
+	d := s.d
+	s.mu.Unlock()
+	select {
+	case <-time.After(d):
+		return echo(ctx, m)
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.causes = append(s.causes, context.Cause(ctx))
+		s.mu.Unlock()
+		return &bandonce.Reply{Content: "too late", Mentions: []string{m.SenderID}}, nil
+	}
+}
+
+// twoBusyRooms starts a shell whose handler works for work on one message
+// in each of two rooms, and returns the two message ids.
+func twoBusyRooms(t *testing.T, work time.Duration) (r *rig, ids [2]string, stop func() error) {
+	r = newRig(t, 2, work)
+	ids = [2]string{r.say(r.rooms[0], "in r1"), r.say(r.rooms[1], "in r2")}
+	stop = r.run(nil)
+	require.Equal(t, 2, r.h.busy(), "both handlers run")
+	return r, ids, stop
+}
+
+// holdFirst holds the first request to endpoint for ten seconds, so a
+// signal can land while it is in flight.
+func holdFirst(w *world, endpoint fakeband.Endpoint) {
+	w.band.Inject(fakeband.Fault{Endpoint: endpoint, Nth: 1, Kind: fakeband.Delay, Delay: 10 * time.Second})
+}
+
+func (s *slowHandler) setDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.d = d
+}
+
+func (s *slowHandler) seen() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]error(nil), s.causes...)
+}

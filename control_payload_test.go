@@ -179,3 +179,23 @@ func TestOnlyTheAgentControlEventIsASignal(t *testing.T) {
 		assert.Empty(t, r.invalidReports())
 	})
 }
+
+// Origin: control-semantics.md §5.4.1 (Python link suite), §5.5.7 (Python payload suite).
+// A push with every field, and one Band may add later, reaches the room as
+// sent.
+func TestAControlPushWithEveryFieldReachesTheRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, time.Hour)
+		room := r.rooms[0]
+		id := r.say(room, "slow")
+		stop := r.run(nil)
+		require.NoError(t, r.tap.pushRaw("agent.control", `{"type":"agent.control","mode":"interrupt","scope":"room",`+
+			`"agent_id":"`+r.agent.ID+`","room_id":"`+room.ID+`","execution_id":"exec-1","reason":"user_requested",`+
+			`"correlation_id":"ctl-full","issued_by":{"id":"someone"},"future_field":[1,2]}`))
+		time.Sleep(time.Second)
+		require.NoError(t, stop())
+		require.Len(t, r.h.causes(id), 1)
+		assert.ErrorIs(t, r.h.causes(id)[0], bandonce.ErrInterrupted)
+		assert.Empty(t, r.invalidReports())
+	})
+}

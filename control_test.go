@@ -1,12 +1,11 @@
 package bandonce_test
 
+// What every signal does to the cycle in flight: the cause decides the
+// message's fate, not what the handler returns; a signal makes no request of
+// its own, waits for a handler that ignores it, survives a failed claim, and
+// leaves nothing armed when nothing is in flight.
+
 import (
-	"context"
-	"errors"
-	"net/http"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,165 +17,185 @@ import (
 	"github.com/band-once/bandonce/fakeband"
 )
 
-// socketConfig is the world's config with the Phoenix socket on, so control
-// signals reach the shell.
-func (w *world) socketConfig(h bandonce.Handler) bandonce.Config {
-	cfg := w.config(h)
-	cfg.DisableSocket = false
-	return cfg
-}
-
-// slowHandler echoes after d unless its context ends first; it records the
-// cause it saw.
-type slowHandler struct {
-	mu     sync.Mutex
-	d      time.Duration
-	causes []error
-	calls  int
-}
-
-func (s *slowHandler) handle(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-	s.mu.Lock()
-	s.calls++
-	d := s.d
-	s.mu.Unlock()
-	select {
-	case <-time.After(d):
-		return echo(ctx, m)
-	case <-ctx.Done():
-		s.mu.Lock()
-		s.causes = append(s.causes, context.Cause(ctx))
-		s.mu.Unlock()
-		return &bandonce.Reply{Content: "too late", Mentions: []string{m.SenderID}}, nil
+// Origin: control-semantics.md §5.3.3, §5.3.4 (Python bridge suite).
+// The handler in flight returns a reply after the signal; nothing is posted,
+// not even attempted.
+func TestASignalDropsTheReplyOfTheHandlerInFlight(t *testing.T) {
+	for _, mode := range []string{"interrupt", "stop"} {
+		t.Run(mode, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, 1, time.Hour)
+				room := r.rooms[0]
+				r.say(room, "slow")
+				stop := r.run(nil)
+				r.tap.signal(mode, "room", room.ID, "")
+				time.Sleep(time.Minute)
+				require.NoError(t, stop())
+				assert.Zero(t, r.tap.count("post", room.ID))
+				assert.Empty(t, r.replies(room))
+			})
+		})
 	}
 }
 
-func (s *slowHandler) setDelay(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.d = d
-}
-
-func (s *slowHandler) seen() []error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]error(nil), s.causes...)
-}
-
-func TestInterruptDuringASlowHandlerPostsNothingAndConsumesTheMessage(t *testing.T) {
+// Origin: control-semantics.md §5.3.7 (Python bridge suite), §5.4.2 (Python link suite).
+// A signal is handled on the receive path and makes no request of its own;
+// with nothing in flight it changes nothing. The only requests a stop leads to
+// are the stopped room's probes, one per ResyncInterval.
+func TestControlSignalsMakeNoRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, 1)
-		room := w.rooms[0]
-		first := w.say(room, "slow one")
-		h := &slowHandler{d: time.Minute}
-		stop := w.start(w.socketConfig(h.handle))
-		time.Sleep(time.Second)
-		require.NoError(t, w.band.Interrupt(w.agent.ID, ""))
-		time.Sleep(time.Second)
-		h.setDelay(0)
-		second := w.say(room, "next one")
-		settle(10 * time.Second)
+		r := newRig(t, 1, 0)
+		room := r.rooms[0]
+		stop := r.run(nil)
+		before := r.band.Requests()
+		require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+		require.NoError(t, r.band.Interrupt(r.agent.ID, ""))
+		r.tap.signal("stop", "room", room.ID, "")
+		time.Sleep(5 * time.Minute)
+		after := r.band.Requests()
 		require.NoError(t, stop())
-
-		require.Len(t, h.seen(), 1)
-		assert.ErrorIs(t, h.seen()[0], bandonce.ErrInterrupted)
-		assert.Zero(t, w.repliesTo(room, bandonce.DefaultKey(first)), "a reply returned after the interrupt is dropped")
-		assert.Equal(t, "processed", w.band.Status(w.agent.ID, first))
-		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(second)), "the next message is handled normally")
-		for _, mk := range w.band.Marks(w.agent.ID, first) {
-			assert.NotEqual(t, "failed", mk.Kind)
+		for _, ep := range []fakeband.Endpoint{fakeband.EndpointProcessing, fakeband.EndpointProcessed, fakeband.EndpointPost, fakeband.EndpointContext} {
+			assert.Equal(t, before[ep], after[ep], "%s", ep)
 		}
+		assert.LessOrEqual(t, after[fakeband.EndpointNext]-before[fakeband.EndpointNext], 5, "one probe per minute")
 	})
 }
 
-func TestStopLeavesTheMessageAndPlayReplaysInOrder(t *testing.T) {
+// Origin: control-semantics.md §6.1 review finding (b).
+// Cancelling is cooperative. A handler that ignores its context keeps the room
+// until it returns, and what it returns is dropped; the shell never pretends
+// it stopped.
+func TestTheRoomWaitsForAHandlerThatIgnoresItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, 2)
-		room, other := w.rooms[0], w.rooms[1]
-		first := w.say(room, "slow one")
-		h := &slowHandler{d: time.Minute}
-		cfg := w.socketConfig(h.handle)
-		cfg.ResyncInterval = time.Hour // count only what the rooms do on their own
-		stop := w.start(cfg)
-		time.Sleep(time.Second)
-		require.NoError(t, w.band.StopRoom(room.ID))
-		time.Sleep(time.Second)
-		h.setDelay(0)
-		during := []string{w.say(room, "while stopped 1"), w.say(room, "while stopped 2")}
-		time.Sleep(5 * time.Second)                            // the pushes' probes: 204 behind the gate
-		nextBefore := w.band.Requests()[fakeband.EndpointNext] // before the other room wakes
-		elsewhere := w.say(other, "other room")
-		settle(10 * time.Minute)
+		r := newRig(t, 1, 30*time.Second)
+		r.h.ignoreCancel = true
+		room := r.rooms[0]
+		first, second := r.say(room, "stubborn"), r.say(room, "next")
+		stop := r.run(nil)
+		require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+		time.Sleep(10 * time.Second)
+		assert.Equal(t, []string{first}, r.h.allCalls(), "one message at a time: the next waits")
+		assert.Equal(t, 1, r.h.busy())
+		assert.Equal(t, []string{"processing"}, r.marksOf(first), "nothing settled while the handler still runs")
 
-		require.Len(t, h.seen(), 1)
-		assert.ErrorIs(t, h.seen()[0], bandonce.ErrStopped)
-		assert.Equal(t, "processing", w.band.Status(w.agent.ID, first), "a stopped message is left for replay")
-		assert.Zero(t, len(w.replies(room)), "nothing posted in the stopped room")
-		assert.Equal(t, 1, w.repliesTo(other, bandonce.DefaultKey(elsewhere)), "other rooms are unaffected")
-		assert.Equal(t, 2, w.band.Requests()[fakeband.EndpointNext]-nextBefore,
-			"only the other room's drain (a message, then 204): the stopped room polls nothing but its hourly probe")
-
-		require.NoError(t, w.band.PlayRoom(room.ID))
-		settle(10 * time.Second)
+		r.h.setWork(0)
+		time.Sleep(30 * time.Second)
 		require.NoError(t, stop())
-		replies := w.replies(room)
-		require.Len(t, replies, 3)
-		for i, id := range append([]string{first}, during...) {
-			assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
-			assert.Contains(t, replies[i].Content, "[dedup_key:"+bandonce.DefaultKey(id)+"]", "replayed in order")
-		}
+		assert.True(t, r.h.used(first))
+		assert.Zero(t, r.repliesTo(room, bandonce.DefaultKey(first)), "its late reply is dropped")
+		assert.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, first))
+		assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(second)))
 	})
 }
 
-func TestSupersedeStopsEveryRoomAndRunReturnsErrSuperseded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, 1)
-		w.say(w.rooms[0], "slow")
-		h := &slowHandler{d: time.Hour}
-		s, err := bandonce.New(w.socketConfig(h.handle))
-		require.NoError(t, err)
-		done := make(chan error, 1)
-		go func() { done <- s.Run(context.Background()) }()
-		time.Sleep(time.Second)
-		w.band.Supersede(w.agent.ID)
-		err = <-done
-		assert.True(t, errors.Is(err, bandonce.ErrSuperseded), "%v", err)
-		require.Len(t, h.seen(), 1)
-		assert.ErrorIs(t, h.seen()[0], bandonce.ErrSuperseded)
-		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointSocket], "never reconnects")
+// Origin: control-semantics.md §1.4 (transition table), a row no Python scenario names.
+// Two signals racing on one cycle. Whichever kind wins, the cycle dies,
+// nothing is posted, the room ends stopped, and after play the message is
+// settled once: either consumed, or answered once.
+func TestTwoRacingSignalsKillTheCycleWhateverTheOrder(t *testing.T) {
+	for _, order := range [][2]string{{"interrupt", "stop"}, {"stop", "interrupt"}} {
+		for _, p := range []phase{{name: "handler", work: time.Hour}, {name: "claim", hold: fakeband.EndpointProcessing}} {
+			t.Run(order[0]+"-then-"+order[1]+"/"+p.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					r := newRig(t, 1, p.work)
+					room := r.rooms[0]
+					id := r.say(room, "raced")
+					if p.hold != "" {
+						r.band.Inject(fakeband.Fault{Endpoint: p.hold, Nth: 1, Kind: fakeband.Delay, Delay: 10 * time.Second})
+					}
+					stop := r.run(nil)
+					for _, sig := range order {
+						r.tap.signal(sig, "room", room.ID, "")
+					}
+					time.Sleep(30 * time.Second)
+					assert.Empty(t, r.replies(room))
+					assert.Zero(t, r.tap.count("post", room.ID))
+
+					r.h.setWork(0)
+					r.tap.signal("play", "room", room.ID, "")
+					time.Sleep(30 * time.Second)
+					require.NoError(t, stop())
+					kinds := r.out.of(id)
+					t.Logf("outcomes: %v", kinds)
+					require.NotEmpty(t, kinds)
+					switch kinds[0] {
+					case bandonce.Interrupted:
+						assert.Equal(t, []bandonce.OutcomeKind{bandonce.Interrupted}, kinds, "consumed, never run again")
+						assert.Empty(t, r.replies(room))
+					case bandonce.Stopped:
+						assert.Equal(t, []bandonce.OutcomeKind{bandonce.Stopped, bandonce.Replied}, kinds, "left, then answered once")
+						assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)))
+					default:
+						t.Fatalf("outcomes %v", kinds)
+					}
+					assert.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id))
+				})
+			})
+		}
+	}
+}
+
+// Origin: control-semantics.md §6.3 gap G4.
+// A signal recorded in the claim window must survive the claim failing. The
+// processing mark is held past MarkTimeout, so it fails.
+func TestASignalInTheClaimWindowSurvivesAFailedClaim(t *testing.T) {
+	t.Run("interrupt", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, 1, 0)
+			room := r.rooms[0]
+			id := r.say(room, "w1")
+			r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessing, Nth: 1, Kind: fakeband.Delay, Delay: time.Hour})
+			stop := r.run(func(c *bandonce.Config) { c.MarkTimeout = 5 * time.Second })
+			require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+			time.Sleep(time.Minute)
+			require.NoError(t, stop())
+			assert.Equal(t, 1, r.band.FaultsFired()["processing/delay"])
+			assert.Equal(t, []string{"processing", "processed"}, r.marksOf(id), "the held claim never landed; the next delivery consumed it")
+			assert.Zero(t, r.h.callsOf(id), "the interrupt was not lost with the claim")
+			assert.Empty(t, r.replies(room))
+			assert.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id), "consumed on the next delivery")
+		})
+	})
+	t.Run("stop", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, 1, 0)
+			room := r.rooms[0]
+			id := r.say(room, "w2")
+			r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessing, Nth: 1, Kind: fakeband.Delay, Delay: time.Hour})
+			stop := r.run(func(c *bandonce.Config) { c.MarkTimeout = 5 * time.Second })
+			r.tap.signal("stop", "room", room.ID, "")
+			r.gateQuietly(room, true)
+			time.Sleep(10 * time.Second)
+			nexts, served := r.tap.count("next", room.ID), r.tap.servedNext(room.ID)
+			time.Sleep(5 * time.Minute)
+			assert.Zero(t, r.h.callsOf(id), "the stop was not lost with the claim")
+			r.probesOnly(t, room, nexts, served, 5)
+
+			r.gateQuietly(room, false)
+			r.tap.signal("play", "room", room.ID, "")
+			time.Sleep(time.Minute)
+			require.NoError(t, stop())
+			assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)), "played: a real attempt")
+		})
 	})
 }
 
-// A claim answered 503 is retried, and every retry asks the room's gate
-// again: once a stop reached the room between two tries, the retry is not
-// sent, the message stays unclaimed for replay, and play answers it once.
-func TestAClaimRetriedAfterAStopReachedTheRoomIsNotSent(t *testing.T) {
+// Origin: control-semantics.md §5.1.19 (Python interrupt suite).
+// Signals of every scope with nothing in flight leave nothing behind for the
+// next message.
+func TestInterruptBetweenCyclesLeavesNothingArmed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, 1)
-		room := w.rooms[0]
-		id := w.say(room, "hello")
-		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessing, Nth: 1, Kind: fakeband.FailBefore, Status: http.StatusServiceUnavailable})
-		cfg := w.socketConfig(echo)
-		var stopped atomic.Bool
-		cfg.Hooks.Request = func(_ context.Context, r bandonce.Request) {
-			if strings.HasSuffix(r.Endpoint, "/processing") && r.Status == http.StatusServiceUnavailable && !stopped.Swap(true) {
-				// Between the first try and its retry, the owner stops
-				// the agent in the room; the push reaches it during the
-				// retry's backoff.
-				assert.NoError(t, w.band.StopRoom(room.ID))
-			}
-		}
-		stop := w.start(cfg)
-		time.Sleep(time.Minute)
-		require.True(t, stopped.Load(), "the claim was answered 503")
-		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointProcessing], "the retry of the claim was not sent after the stop")
-		assert.NotEqual(t, "processing", w.band.Status(w.agent.ID, id), "never claimed while stopped")
-		assert.Zero(t, len(w.replies(room)))
-
-		require.NoError(t, w.band.PlayRoom(room.ID))
-		settle(time.Minute)
+		r := newRig(t, 1, 0)
+		room := r.rooms[0]
+		stop := r.run(nil)
+		require.NoError(t, r.band.Interrupt(r.agent.ID, ""))
+		require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+		r.tap.signal("interrupt", "agent", "", "")
+		n1 := r.say(room, "n1")
+		time.Sleep(5 * time.Second)
 		require.NoError(t, stop())
-		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
-		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)))
+
+		assert.Empty(t, r.h.causes(n1))
+		assert.Equal(t, []bandonce.OutcomeKind{bandonce.Replied}, r.out.of(n1))
 	})
 }

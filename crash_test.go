@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -14,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/boltledger"
+	"github.com/band-once/bandonce/fakeband"
 )
 
 var errKilled = errors.New("process killed")
@@ -95,6 +98,57 @@ func runConfigWithKill(t *testing.T, w *world, cfg bandonce.Config, at int, afte
 	return ks.requests()
 }
 
+// turnCheck judges what Band holds after a turn's crash and the life after
+// it: room and id are the room and its one message, durable whether the
+// lives shared a durable ledger.
+type turnCheck func(t *testing.T, w *world, room fakeband.Room, id string, durable bool)
+
+// crashAtEveryRequestOfATurn says "refund order 17" in a room and, on a
+// forgetful and on a durable ledger, kills a shell at each request a clean
+// run of the handler makes (at least minRequests, which are what), before
+// and after Band applied it, then lets a fresh shell on the same ledger
+// finish; check then judges the room. newTurn makes the handler of one such
+// pair of lives and its check, which may share state.
+func crashAtEveryRequestOfATurn(t *testing.T, minRequests int, what string, newTurn func() (bandonce.Handler, turnCheck)) {
+	t.Helper()
+	var total int
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		w.say(w.rooms[0], "refund order 17")
+		h, _ := newTurn()
+		total = runConfigWithKill(t, w, w.config(h), -1, false)
+	})
+	require.GreaterOrEqual(t, total, minRequests, what)
+	for _, durable := range []bool{false, true} {
+		for at := 1; at <= total; at++ {
+			for _, after := range []bool{false, true} {
+				t.Run(fmt.Sprintf("durable=%v request %d after=%v", durable, at, after), func(t *testing.T) {
+					path := filepath.Join(t.TempDir(), "agent.ledger")
+					synctest.Test(t, func(t *testing.T) {
+						w := newWorld(t, 1)
+						room := w.rooms[0]
+						id := w.say(room, "refund order 17")
+						h, check := newTurn()
+						life := func(at int) {
+							cfg := w.config(h)
+							if durable {
+								ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+								require.NoError(t, err)
+								defer ledger.Close()
+								cfg.Ledger = ledger
+							}
+							runConfigWithKill(t, w, cfg, at, after)
+						}
+						life(at)
+						life(-1)
+						check(t, w, room, id, durable)
+					})
+				})
+			}
+		}
+	}
+}
+
 // Crash the shell at every request boundary of two messages' lifecycles,
 // both before the request is sent and after Band applied it, then start a
 // fresh shell on the same Band: every message gets exactly one reply and
@@ -116,7 +170,7 @@ func TestCrashAtEveryRequestBoundary(t *testing.T) {
 					ids := []string{w.say(w.rooms[0], "a"), w.say(w.rooms[0], "b")}
 					runWithKill(t, w, at, after)
 					stop := w.start(w.config(echo))
-					settle(time.Minute)
+					runFor(time.Minute)
 					require.NoError(t, stop())
 					t.Logf("context reads: %d", w.band.Requests()["context"])
 					for _, id := range ids {

@@ -32,6 +32,32 @@ func lifeWithLedger(t *testing.T, w *world, path string, at int, after bool) int
 	return runConfigWithKill(t, w, cfg, at, after)
 }
 
+// lifeWithDyingLedger runs one life of a shell on the durable ledger at
+// path whose at-th write kills the shell (before the write is durable, or
+// after), with the handler handler makes for that ledger, and checks that
+// the crash happened.
+func lifeWithDyingLedger(t *testing.T, w *world, path string, at int, after bool, handler func(*dyingLedger) bandonce.Handler) {
+	t.Helper()
+	ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+	require.NoError(t, err)
+	ks := &killSwitch{next: w.band.HTTPClient().Transport, at: -1}
+	dying := &dyingLedger{Ledger: ledger, at: at, after: after, kill: ks.killNow}
+	cfg := w.config(handler(dying))
+	cfg.Ledger = dying
+	cfg.HTTPClient = &http.Client{Transport: ks}
+	s, err := bandonce.New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := contextWithCancel()
+	ks.kill = cancel
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	time.Sleep(20 * time.Second)
+	cancel()
+	<-done
+	require.NoError(t, ledger.Close())
+	require.True(t, dying.dead, "the crash happened")
+}
+
 // With the durable ledger, a crash at every request boundary still gives
 // exactly one reply per message, and the room is read only where the ledger
 // held an intent without an outcome: a crash around the post itself.
@@ -93,7 +119,7 @@ func TestDurableLedgerSettlesSharedKeysAndRedeliveriesWithoutReading(t *testing.
 		cfg.PollInterval = time.Hour
 		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessed, Nth: 6, Count: 1 << 30, Kind: fakeband.FailBefore, Status: 503})
 		stop := w.start(cfg)
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 		require.NoError(t, ledger.Close())
 		w.band.ClearFaults()
@@ -104,7 +130,7 @@ func TestDurableLedgerSettlesSharedKeysAndRedeliveriesWithoutReading(t *testing.
 		defer ledger.Close()
 		cfg.Ledger = ledger
 		stop = w.start(cfg)
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 
 		for i, id := range ids {
@@ -183,24 +209,7 @@ func TestCrashAtEveryLedgerWrite(t *testing.T) {
 					w := newWorld(t, 1)
 					id := w.say(w.rooms[0], "a")
 
-					ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
-					require.NoError(t, err)
-					ks := &killSwitch{next: w.band.HTTPClient().Transport, at: -1}
-					dying := &dyingLedger{Ledger: ledger, at: at, after: after, kill: ks.killNow}
-					cfg := w.config(echo)
-					cfg.Ledger = dying
-					cfg.HTTPClient = &http.Client{Transport: ks}
-					s, err := bandonce.New(cfg)
-					require.NoError(t, err)
-					ctx, cancel := contextWithCancel()
-					ks.kill = cancel
-					done := make(chan error, 1)
-					go func() { done <- s.Run(ctx) }()
-					time.Sleep(20 * time.Second)
-					cancel()
-					<-done
-					require.NoError(t, ledger.Close())
-					require.True(t, dying.dead, "the crash happened")
+					lifeWithDyingLedger(t, w, path, at, after, func(*dyingLedger) bandonce.Handler { return echo })
 
 					lifeWithLedger(t, w, path, -1, false)
 					assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(id)))
@@ -268,7 +277,7 @@ func TestARestoredOlderLedgerDoesNotDoubleAReply(t *testing.T) {
 				require.NoError(t, err)
 				cfg.Ledger = ledger
 				stop := w.start(cfg)
-				settle(time.Minute)
+				runFor(time.Minute)
 				require.NoError(t, stop())
 				require.NoError(t, ledger.Close())
 				w.band.ClearFaults()
@@ -288,7 +297,7 @@ func TestARestoredOlderLedgerDoesNotDoubleAReply(t *testing.T) {
 				defer ledger.Close()
 				cfg.Ledger = ledger
 				stop = w.start(cfg)
-				settle(time.Minute)
+				runFor(time.Minute)
 				require.NoError(t, stop())
 
 				assert.Equal(t, 1, w.repliesTo(room, key), "not doubled")

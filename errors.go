@@ -75,24 +75,52 @@ func (e *StartError) Unwrap() error { return e.Err }
 //	var apiErr *bandonce.APIError
 //	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity { ... }
 //
-// It is defined in package bandtype, where go doc shows its fields and
-// methods (go doc github.com/band-once/bandonce/bandtype.APIError), and
-// band.APIError names it too. Its fields:
-//
-//   - Endpoint string: the call, ids templated, such as
-//     "POST /agent/chats/{id}/messages".
-//   - Status int: the HTTP status code.
-//   - Code, Message, RequestID string: from the error envelope
-//     ({"error": {"code", "message", "request_id"}}); empty when the body
-//     was empty or not JSON, as a load balancer's 429 or a proxy's 502.
-//   - Details map[string][]string: a 422's field errors, JSON pointer to
-//     messages.
-//   - RetryAfter time.Duration: the Retry-After header, zero when absent.
-//   - Body string: the start of a body that was not the envelope.
-//
-// Its method Transient reports whether the same request may succeed later
-// (429 and 5xx). None of its fields ever shows the API key.
-type APIError = bandtype.APIError
+// The room-tools client returns the same error as a *band.APIError (which
+// is *bandtype.APIError), a type with exactly these fields: errors.As fills
+// any of the three names from an error of either type, so a program uses
+// whichever it imports. None of its fields ever shows the API key.
+type APIError struct {
+	// Endpoint names the call, ids templated, such as
+	// "POST /agent/chats/{id}/messages".
+	Endpoint string
+	// Status is the HTTP status code.
+	Status int
+	// Code, Message and RequestID come from the error envelope
+	// ({"error": {"code", "message", "request_id"}}); they are empty when
+	// the body was empty or not JSON, as a load balancer's 429 or a
+	// proxy's 502. RequestID falls back to the X-Request-ID header.
+	Code      string
+	Message   string
+	RequestID string
+	// Details holds a 422's field errors: JSON pointer to messages.
+	Details map[string][]string
+	// RetryAfter is the server's Retry-After hint, zero when absent.
+	RetryAfter time.Duration
+	// Body is the start of a body that was not the JSON envelope.
+	Body string
+}
+
+// Error names the endpoint, the status, and the code and message when the
+// envelope had them.
+func (e *APIError) Error() string { return e.band().Error() }
+
+// Transient reports whether the same request may succeed later: 429 and
+// 5xx. Every other status is the server's final word.
+func (e *APIError) Transient() bool { return e.band().Transient() }
+
+// As lets errors.As read the error as a *bandtype.APIError (band.APIError):
+// the same error under the client's name.
+func (e *APIError) As(target any) bool {
+	if p, ok := target.(**bandtype.APIError); ok {
+		*p = e.band()
+		return true
+	}
+	return false
+}
+
+// band is e as the client's type. The conversion compiles only while both
+// types have the same fields, in the same order.
+func (e *APIError) band() *bandtype.APIError { return (*bandtype.APIError)(e) }
 
 // ConfigError reports an invalid Config field.
 type ConfigError struct {

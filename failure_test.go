@@ -82,7 +82,7 @@ func TestTransientFaultsOnReadsAndMarksAreRiddenOut(t *testing.T) {
 		cfg := w.config(echo)
 		cfg.Hooks.Outcome = func(o bandonce.Outcome) { doneAt = time.Since(start) }
 		stop := w.start(cfg)
-		settle(5 * time.Minute)
+		runFor(5 * time.Minute)
 		require.NoError(t, stop())
 		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
 		assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(id)))
@@ -156,7 +156,7 @@ func TestMalformedServerAnswersAreLoggedAndNothingIsLost(t *testing.T) {
 		cfg.HTTPClient = &http.Client{Transport: bad}
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 		stop := w.start(cfg)
-		settle(2 * time.Minute)
+		runFor(2 * time.Minute)
 		require.NoError(t, stop())
 		assert.Equal(t, 6, bad.applied)
 		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id), "the message survived six broken answers")
@@ -174,7 +174,7 @@ func TestRoomTheAgentIsNotInIsLeftAndOthersServed(t *testing.T) {
 		cfg.Rooms = []string{"00000000-0000-0000-0000-00000000dead", w.rooms[0].ID}
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 		stop := w.start(cfg)
-		settle(10 * time.Second)
+		runFor(10 * time.Second)
 		require.NoError(t, stop())
 		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
 		assert.Contains(t, logs.String(), "not in this room")
@@ -197,7 +197,7 @@ func TestPanickingHandlerIsAFailureWithItsStackLogged(t *testing.T) {
 		var outcomes []bandonce.Outcome
 		cfg.Hooks.Outcome = func(o bandonce.Outcome) { outcomes = append(outcomes, o) }
 		stop := w.start(cfg)
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 		require.Len(t, outcomes, 2)
 		assert.Equal(t, bandonce.Failed, outcomes[0].Kind)
@@ -222,45 +222,12 @@ func TestHandlerTimeoutCountsAsAFailure(t *testing.T) {
 		cfg.HandlerTimeout = 3 * time.Second
 		cfg.MaxAttempts = 2
 		stop := w.start(cfg)
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 		marks := w.band.Marks(w.agent.ID, id)
 		require.NotEmpty(t, marks)
 		assert.Contains(t, marks[1].Error, "handler timed out after 3s")
 		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id), "dead-lettered after two timeouts")
-	})
-}
-
-func TestShutdownLetsHandlersFinishThenCancelsWithErrShutdown(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, 2)
-		quick := w.say(w.rooms[0], "quick")
-		slow := w.say(w.rooms[1], "slow")
-		var cause error
-		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-			d := 2 * time.Second
-			if m.Body() == "slow" {
-				d = time.Hour
-			}
-			select {
-			case <-time.After(d):
-				return echo(ctx, m)
-			case <-ctx.Done():
-				cause = context.Cause(ctx)
-				return nil, cause
-			}
-		})
-		cfg.ShutdownTimeout = 10 * time.Second
-		stop := w.start(cfg)
-		time.Sleep(time.Second) // both handlers are running
-		start := time.Now()
-		require.NoError(t, stop(), "a shutdown the caller asked for is clean")
-		assert.Equal(t, 10*time.Second, time.Since(start), "phase two began at the shutdown timeout")
-		assert.ErrorIs(t, cause, bandonce.ErrShutdown)
-		assert.Equal(t, "processed", w.band.Status(w.agent.ID, quick), "the quick handler finished in the grace period")
-		assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(quick)))
-		assert.Equal(t, "processing", w.band.Status(w.agent.ID, slow), "nothing is marked on shutdown")
-		assert.Zero(t, w.repliesTo(w.rooms[1], bandonce.DefaultKey(slow)))
 	})
 }
 
@@ -301,7 +268,7 @@ func TestMaxConcurrentRoomsCapsHandlersInFlight(t *testing.T) {
 		})
 		cfg.MaxConcurrentRooms = 2
 		stop := w.start(cfg)
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 		assert.EqualValues(t, 2, peak.Load(), "rooms run in parallel, up to the cap")
 		for _, r := range w.rooms {
@@ -335,7 +302,7 @@ func TestByDefaultThousandsOfRoomsWaitOnASlowHandlerAtOnce(t *testing.T) {
 			return echo(ctx, m)
 		})
 		stop := w.start(cfg)
-		settle(10 * time.Minute)
+		runFor(10 * time.Minute)
 		require.NoError(t, stop())
 		assert.EqualValues(t, rooms, peak.Load(), "every room's turn waits on its handler at once")
 		for _, r := range w.rooms {
@@ -356,7 +323,7 @@ func TestRequestTimeoutBoundsEachRequestButNotTheSocket(t *testing.T) {
 		var doneAt time.Duration
 		cfg.Hooks.Outcome = func(bandonce.Outcome) { doneAt = time.Since(start) }
 		stop := w.start(cfg)
-		settle(5 * time.Minute)
+		runFor(5 * time.Minute)
 		require.NoError(t, stop())
 		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
 		assert.Less(t, doneAt, 10*time.Second, "the hung /next gave up after RequestTimeout and was retried")
@@ -395,9 +362,9 @@ func TestAQuotaRefusalIsRetriedNotAStop(t *testing.T) {
 		var kinds []bandonce.OutcomeKind
 		cfg.Hooks.Outcome = func(o bandonce.Outcome) { kinds = append(kinds, o.Kind) }
 		stop := w.start(cfg)
-		settle(time.Minute)
+		runFor(time.Minute)
 		second := w.say(w.rooms[0], "two")
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 		assert.Equal(t, []bandonce.OutcomeKind{bandonce.Replied, bandonce.Replied}, kinds)
 		for _, id := range []string{first, second} {
@@ -420,7 +387,7 @@ func TestAReplyOfInvisibleCharactersIsNotPosted(t *testing.T) {
 			})
 			cfg.Hooks.DeadLetter = func(o bandonce.Outcome) { dead = append(dead, o) }
 			stop := w.start(cfg)
-			settle(time.Minute)
+			runFor(time.Minute)
 			require.NoError(t, stop())
 			assert.Empty(t, w.replies(w.rooms[0]), "%q", content)
 			require.Len(t, dead, 1, "%q", content)
@@ -481,7 +448,7 @@ func TestAReplyTooLargeToReadBackIsDeadLetteredNamingItsSize(t *testing.T) {
 		cfg.MaxResponseBytes = 64 << 10
 		cfg.Hooks.Outcome = func(o bandonce.Outcome) { outcomes = append(outcomes, o) }
 		stop := w.start(cfg)
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 
 		assert.Zero(t, w.repliesTo(room, bandonce.DefaultKey(big)))
@@ -517,7 +484,7 @@ func TestAGuardThatCannotReadAnOwnPostBackGivesTheMessageUp(t *testing.T) {
 		cfg := w.config(keyedByBody) // a natural key: the guard reads the room
 		cfg.MaxResponseBytes = 64 << 10
 		stop := w.start(cfg)
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 
 		assert.Zero(t, w.repliesTo(room, "order-1"), "never posted unguarded")
@@ -531,5 +498,112 @@ func TestAGuardThatCannotReadAnOwnPostBackGivesTheMessageUp(t *testing.T) {
 		require.Len(t, reasons, 1)
 		assert.Contains(t, reasons[0], "cannot be read back")
 		assert.Regexp(t, `answer of \d+ bytes exceeds the 65536-byte cap`, reasons[0])
+	})
+}
+
+// Origin: control-semantics.md §6.3 gap G12.
+// A message Band keeps serving though it is settled must not spin the room: a
+// stale /next, and a processed mark that keeps failing. A busy loop would
+// never let virtual time pass; the counts bound the rate.
+func TestNoBusyLoopOnAMessageBandKeepsServing(t *testing.T) {
+	t.Run("stale next", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, 1, 0)
+			room := r.rooms[0]
+			id := r.say(room, "done once")
+			stop := r.run(nil)
+			time.Sleep(time.Second)
+			require.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id))
+			r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointNext, Probability: 1, Kind: fakeband.StaleNext})
+			require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID)) // an interrupt between cycles changes nothing
+			before := r.tap.count("next", room.ID)
+			r.say(room, "wakes the room") // its push sends the room into the stale serves
+			time.Sleep(10 * time.Minute)
+			require.NoError(t, stop())
+			assert.Less(t, r.tap.count("next", room.ID)-before, 400, "at most a few a second: backoff, not a spin")
+			assert.Equal(t, 1, r.h.callsOf(id), "never handled again")
+			assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)))
+		})
+	})
+	t.Run("failing ack", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, 1, time.Hour)
+			room := r.rooms[0]
+			id := r.say(room, "interrupted")
+			stop := r.run(nil)
+			r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessed, Probability: 1, Kind: fakeband.FailBefore, Status: 503})
+			require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+			time.Sleep(10 * time.Minute)
+			require.NoError(t, stop())
+			assert.Less(t, r.tap.count("next", room.ID), 400)
+			assert.Equal(t, 1, r.h.callsOf(id))
+		})
+	})
+}
+
+// Origin: band-once 0.1's defect 5 (band-once-python.md).
+// A failed message stalled the room, since Band re-serves it at the head of
+// /next.
+func TestHandlerFailingPastMaxAttemptsDoesNotStallTheRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		poison := w.say(room, "poison")
+		after := []string{w.say(room, "next 1"), w.say(room, "next 2")}
+		var deadLetters atomic.Int32
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			if m.Body() == "poison" {
+				return nil, fmt.Errorf("cannot digest %q", m.Body())
+			}
+			return echo(ctx, m)
+		})
+		cfg.MaxAttempts = 3
+		cfg.Hooks.DeadLetter = func(bandonce.Outcome) { deadLetters.Add(1) }
+		stop := w.start(cfg)
+		runFor(time.Minute)
+		require.NoError(t, stop())
+
+		for _, id := range after {
+			assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+			assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)))
+		}
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, poison), "dead-lettered messages are consumed")
+		assert.Zero(t, w.repliesTo(room, bandonce.DefaultKey(poison)))
+		var failed []string
+		for _, mk := range w.band.Marks(w.agent.ID, poison) {
+			if mk.Kind == "failed" {
+				failed = append(failed, mk.Error)
+			}
+		}
+		require.Len(t, failed, 3, "three failures, the last with the dead-letter reason")
+		assert.Contains(t, failed[0], "cannot digest")
+		assert.Contains(t, failed[2], "dead-lettered after 3 failure(s)")
+		assert.EqualValues(t, 1, deadLetters.Load())
+	})
+}
+
+// Origin: band-once 0.1's defect 6 (band-once-python.md).
+// A failed ack after the post was turned into a failed mark.
+func TestProcessedFailingAfterThePostRetriesOnlyTheAck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "hi")
+		var calls atomic.Int32
+		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			calls.Add(1)
+			return echo(ctx, m)
+		}
+		// Enough 503s to exhaust one call's retries twice over.
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessed, Nth: 1, Count: 12, Kind: fakeband.FailBefore, Status: 503})
+		stop := w.start(w.config(h))
+		runFor(2 * time.Minute)
+		require.NoError(t, stop())
+		assert.EqualValues(t, 1, calls.Load(), "the handler ran once")
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)))
+		for _, mk := range w.band.Marks(w.agent.ID, id) {
+			assert.NotEqual(t, "failed", mk.Kind, "a message whose reply was posted is never marked failed")
+		}
 	})
 }

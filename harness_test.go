@@ -110,8 +110,8 @@ func (w *world) repliesTo(room fakeband.Room, key string) int {
 	return n
 }
 
-// settle lets virtual time run long enough for every room to drain.
-func settle(d time.Duration) {
+// runFor lets virtual time run for d: long enough for every room to drain.
+func runFor(d time.Duration) {
 	time.Sleep(d)
 }
 

@@ -2,6 +2,7 @@ package bandonce_test
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,7 +22,7 @@ func TestEveryMessageOfThreeRoomsGetsExactlyOneReplyInOrder(t *testing.T) {
 			}
 		}
 		stop := w.start(w.config(echo))
-		settle(30 * time.Second)
+		runFor(30 * time.Second)
 		require.NoError(t, stop())
 
 		for _, r := range w.rooms {
@@ -36,4 +37,22 @@ func TestEveryMessageOfThreeRoomsGetsExactlyOneReplyInOrder(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Origin: band-once 0.1's defect 11 (band-once-python.md).
+// band-once 0.1 wrote a run log under runlogs/ by default.
+func TestShellWritesNoFiles(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		w.say(w.rooms[0], "hi")
+		stop := w.start(w.config(echo))
+		runFor(10 * time.Second)
+		require.NoError(t, stop())
+		require.Len(t, w.replies(w.rooms[0]), 1)
+	})
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries)
 }

@@ -51,7 +51,7 @@ func TestAThrottledAgentWarnsOnceWithTheRateAndOnceWhenThePaceIsLifted(t *testin
 		cfg.Logger = l.logger()
 		cfg.Hooks.Throttle = p.hook
 		stop := w.start(cfg)
-		settle(2 * time.Minute) // idle polls every 2 s: Band answers them all
+		runFor(2 * time.Minute) // idle polls every 2 s: Band answers them all
 		require.NoError(t, stop())
 		for _, r := range w.rooms {
 			assert.Len(t, w.replies(r), 1)

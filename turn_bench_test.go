@@ -45,7 +45,7 @@ func TestAFirstDeliveryOfATurnCostsKPlusEPlusFourRequests(t *testing.T) {
 				}
 				before := w.band.Requests()
 				stop := w.start(w.config(effectsHandler(c.k, c.e)))
-				settle(10 * time.Second)
+				runFor(10 * time.Second)
 				require.NoError(t, stop())
 				after := w.band.Requests()
 				assert.Equal(t, messages*(c.k+c.e+4), messageRequests(before, after, messages))
@@ -115,7 +115,7 @@ func TestAFirstDeliveryWritesUnderKeysDerivedFromTheMessageWithoutARead(t *testi
 					}
 					return &bandonce.Reply{Content: "done", Mentions: []string{m.SenderID}, DedupKey: key(m, "reply")}, nil
 				}))
-				settle(10 * time.Second)
+				runFor(10 * time.Second)
 				require.NoError(t, stop())
 				assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
 				reqs := w.band.Requests()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -98,7 +97,7 @@ func TestATurnSendsEachMessageOnceAndTheReplyLast(t *testing.T) {
 		id := w.say(room, "refund order 17")
 		pay := &charges{}
 		stop := w.start(w.config(turnHandler(pay)))
-		settle(10 * time.Second)
+		runFor(10 * time.Second)
 		require.NoError(t, stop())
 
 		posts := w.replies(room)
@@ -140,7 +139,7 @@ func TestAnEventWhoseAnswerWasLostIsNotPostedAgain(t *testing.T) {
 		id := w.say(room, "refund order 17")
 		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.LoseResponse})
 		stop := w.start(w.config(turnHandler(&charges{})))
-		settle(10 * time.Second)
+		runFor(10 * time.Second)
 		require.NoError(t, stop())
 		assert.Equal(t, map[string]int{bandonce.DefaultKey(id) + ":event:1": 1}, eventKeys(t, w, room))
 		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointEvent], "never re-sent blind")
@@ -154,53 +153,24 @@ func TestAnEventWhoseAnswerWasLostIsNotPostedAgain(t *testing.T) {
 // send and the reply are in the room once, the message is processed, and
 // the payment API saw one idempotency key.
 func TestCrashAtEveryRequestBoundaryOfATurn(t *testing.T) {
-	for _, durable := range []bool{false, true} {
-		var total int
-		synctest.Test(t, func(t *testing.T) {
-			w := newWorld(t, 1)
-			w.say(w.rooms[0], "refund order 17")
-			total = runConfigWithKill(t, w, w.config(turnHandler(&charges{})), -1, false)
-		})
-		require.GreaterOrEqual(t, total, 9, "me, chats, next, processing, an event, 3 posts, processed")
-		for at := 1; at <= total; at++ {
-			for _, after := range []bool{false, true} {
-				t.Run(fmt.Sprintf("durable=%v request %d after=%v", durable, at, after), func(t *testing.T) {
-					path := filepath.Join(t.TempDir(), "agent.ledger")
-					synctest.Test(t, func(t *testing.T) {
-						w := newWorld(t, 1)
-						room := w.rooms[0]
-						id := w.say(room, "refund order 17")
-						pay := &charges{}
-						life := func(at int) {
-							cfg := w.config(turnHandler(pay))
-							if durable {
-								ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
-								require.NoError(t, err)
-								defer ledger.Close()
-								cfg.Ledger = ledger
-							}
-							runConfigWithKill(t, w, cfg, at, after)
-						}
-						life(at)
-						life(-1)
-						for _, key := range turnKeys(id) {
-							assert.Equal(t, 1, w.repliesTo(room, key), key)
-						}
-						assert.Len(t, w.replies(room), 3)
-						assert.Equal(t, map[string]int{bandonce.DefaultKey(id) + ":event:1": 1}, eventKeys(t, w, room))
-						assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
-						calls := pay.snapshot()
-						assert.Len(t, calls, 1, "one idempotency key for the step at every delivery")
-						if durable {
-							for _, n := range calls {
-								assert.Equal(t, 1, n, "the durable journal kept the step from running again")
-							}
-						}
-					})
-				})
+	crashAtEveryRequestOfATurn(t, 9, "me, chats, next, processing, an event, 3 posts, processed", func() (bandonce.Handler, turnCheck) {
+		pay := &charges{}
+		return turnHandler(pay), func(t *testing.T, w *world, room fakeband.Room, id string, durable bool) {
+			for _, key := range turnKeys(id) {
+				assert.Equal(t, 1, w.repliesTo(room, key), key)
+			}
+			assert.Len(t, w.replies(room), 3)
+			assert.Equal(t, map[string]int{bandonce.DefaultKey(id) + ":event:1": 1}, eventKeys(t, w, room))
+			assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+			calls := pay.snapshot()
+			assert.Len(t, calls, 1, "one idempotency key for the step at every delivery")
+			if durable {
+				for _, n := range calls {
+					assert.Equal(t, 1, n, "the durable journal kept the step from running again")
+				}
 			}
 		}
-	}
+	})
 }
 
 // A step recorded in the durable ledger is not run again on a
@@ -237,7 +207,7 @@ func TestAStepRecordedInTheLedgerIsNotRunAgain(t *testing.T) {
 		cfg.Ledger = ledger
 		cfg.MaxAttempts = 3
 		stop := w.start(cfg)
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 
 		mu.Lock()
@@ -277,7 +247,7 @@ func TestStepKeysAreStableAndErrorsRecordNothing(t *testing.T) {
 			return &bandonce.Reply{Content: "paid", Mentions: []string{m.SenderID}}, nil
 		}
 		stop := w.start(w.config(h))
-		settle(time.Minute)
+		runFor(time.Minute)
 		require.NoError(t, stop())
 		mu.Lock()
 		defer mu.Unlock()
@@ -333,7 +303,7 @@ func TestASendAfterAnInterruptOrAStopSendsNothing(t *testing.T) {
 				} else {
 					require.NoError(t, w.band.StopRoom(room.ID))
 				}
-				settle(10 * time.Second)
+				runFor(10 * time.Second)
 				require.NoError(t, stop())
 
 				mu.Lock()
@@ -371,7 +341,7 @@ func TestASendRefusedAsStoppedReturnsErrStopped(t *testing.T) {
 			return &bandonce.Reply{Content: "done", Mentions: []string{m.SenderID}}, nil
 		}
 		stop := w.start(w.config(h))
-		settle(5 * time.Second)
+		runFor(5 * time.Second)
 		assert.Equal(t, "delivered", w.band.Status(w.agent.ID, id), "stopped before /next served it")
 		require.NoError(t, stop())
 		assert.Empty(t, errs, "a stopped room serves nothing")
@@ -384,7 +354,7 @@ func TestASendRefusedAsStoppedReturnsErrStopped(t *testing.T) {
 			return h(ctx, m)
 		}
 		stop = w.start(w.config(refuse))
-		settle(5 * time.Second)
+		runFor(5 * time.Second)
 		require.NoError(t, stop())
 		mu.Lock()
 		require.Len(t, errs, 1)
@@ -405,7 +375,7 @@ func TestEffectsOutsideTheTurnAreRefused(t *testing.T) {
 			return nil, nil
 		}
 		stop := w.start(w.config(h))
-		settle(5 * time.Second)
+		runFor(5 * time.Second)
 		require.NoError(t, stop())
 		m := <-kept
 		ctx := context.Background()
@@ -440,7 +410,7 @@ func TestBadEffectsAreRejectedBeforeAnyRequest(t *testing.T) {
 			return nil, nil
 		}
 		stop := w.start(w.config(h))
-		settle(5 * time.Second)
+		runFor(5 * time.Second)
 		require.NoError(t, stop())
 		require.Len(t, errs, 7)
 		for i, err := range errs {
@@ -493,28 +463,13 @@ func TestCrashAtEveryLedgerWriteOfATurn(t *testing.T) {
 					id := w.say(room, "refund order 17")
 					pay := &charges{}
 
+					lifeWithDyingLedger(t, w, path, at, after, func(dying *dyingLedger) bandonce.Handler {
+						return turnHandler(aliveCharges{pay, dying.isDead})
+					})
+
 					ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
 					require.NoError(t, err)
-					ks := &killSwitch{next: w.band.HTTPClient().Transport, at: -1}
-					dying := &dyingLedger{Ledger: ledger, at: at, after: after, kill: ks.killNow}
-					cfg := w.config(turnHandler(aliveCharges{pay, dying.isDead}))
-					cfg.Ledger = dying
-					cfg.HTTPClient = &http.Client{Transport: ks}
-					s, err := bandonce.New(cfg)
-					require.NoError(t, err)
-					ctx, cancel := contextWithCancel()
-					ks.kill = cancel
-					done := make(chan error, 1)
-					go func() { done <- s.Run(ctx) }()
-					time.Sleep(20 * time.Second)
-					cancel()
-					<-done
-					require.NoError(t, ledger.Close())
-					require.True(t, dying.dead, "the crash happened")
-
-					ledger, err = boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
-					require.NoError(t, err)
-					cfg = w.config(turnHandler(pay))
+					cfg := w.config(turnHandler(pay))
 					cfg.Ledger = ledger
 					runConfigWithKill(t, w, cfg, -1, false)
 					require.NoError(t, ledger.Close())

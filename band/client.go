@@ -17,7 +17,8 @@
 // backoff; creating a room, a memory or a task and commenting on a task
 // are sent once, because Band has no idempotency key and a repeat would be
 // a second one (bandonce.Message guards them inside a handler).
-// Every non-2xx answer is an *APIError, the same type as bandonce.APIError.
+// Every non-2xx answer is an *APIError, which errors.As also reads as a
+// *bandonce.APIError.
 //
 // Sending messages and events is not here: inside a handler they go through
 // bandonce.Message, which guards each against being sent twice.
@@ -45,9 +46,9 @@ import (
 // DefaultBaseURL is Band's production REST root.
 const DefaultBaseURL = "https://app.band.ai/api/v1"
 
-// APIError is the error every non-2xx answer from Band becomes; it is the
-// type bandonce.APIError names too. It is defined, with its fields, in
-// package bandtype.
+// APIError is the error every non-2xx answer from Band becomes. It is
+// defined, with its fields, in package bandtype; bandonce.APIError has the
+// same fields, and errors.As fills either from an error of the other.
 type APIError = bandtype.APIError
 
 // PagingError reports a walk through pages (a room's context, the peers,

@@ -102,8 +102,8 @@ func TestRepeatedAddsAndRemovesHaveTheEffectOfOne(t *testing.T) {
 	assert.Equal(t, "a0", ps[0].ID)
 }
 
-// Band's refusals come back as *APIError, the type bandonce.APIError
-// names, with the status and code.
+// Band's refusals come back as *APIError, which errors.As reads as a
+// *bandonce.APIError too, with the status and code.
 func TestBandErrorsAreAPIErrors(t *testing.T) {
 	c := newClient(t, &roomDouble{members: map[string]bool{}})
 	_, err := c.Participants(context.Background(), "gone")

@@ -3,14 +3,19 @@ package bandtype
 import (
 	"fmt"
 	"net/http"
+	"reflect"
 	"time"
 )
 
 // APIError is the error every non-2xx answer from Band becomes, whether or
 // not its body was Band's JSON error envelope. Read it with errors.As:
 //
-//	var apiErr *bandonce.APIError // or *band.APIError: the same type
+//	var apiErr *band.APIError // or *bandonce.APIError
 //	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity { ... }
+//
+// band.APIError is this type; bandonce.APIError is a type of its own with
+// exactly these fields, declared there so that go doc shows them, and
+// errors.As fills either from an error of the other (see As).
 //
 // None of its fields ever shows the agent's API key: the shell and the
 // client scrub it from what the server sent before they return the error.
@@ -51,6 +56,24 @@ func (e *APIError) Error() string {
 		s += " (request " + e.RequestID + ")"
 	}
 	return s
+}
+
+// As lets errors.As read the error as a *bandonce.APIError: the same error
+// under the shell's name. It fills a target that points to a pointer of any
+// type *APIError converts to, that is, a struct type declared with exactly
+// APIError's fields; for any other target it reports false.
+func (e *APIError) As(target any) bool {
+	dst := reflect.ValueOf(target)
+	if dst.Kind() != reflect.Pointer || dst.IsNil() {
+		return false
+	}
+	dst = dst.Elem()
+	from := reflect.ValueOf(e)
+	if dst.Kind() != reflect.Pointer || !from.Type().ConvertibleTo(dst.Type()) {
+		return false
+	}
+	dst.Set(from.Convert(dst.Type()))
+	return true
 }
 
 // Transient reports whether the same request may succeed later: 429 and

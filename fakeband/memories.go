@@ -200,22 +200,14 @@ func (b *Band) serveMemories(c *call) reply {
 	if err != nil {
 		return errReply(err)
 	}
-	start := 0
-	if cur := q.Get("cursor"); cur != "" {
-		var ok bool
-		if start, ok = decodeCursor(cur, len(all)); !ok {
-			return errReply(unprocessable("invalid_cursor", "cursor is invalid", "/cursor", "is invalid"))
-		}
+	start, bad := cursorStart(q, len(all))
+	if bad != nil {
+		return errReply(bad)
 	}
-	meta := cursorMetaJSON{Limit: limit}
 	for _, m := range all[start:min(start+limit, len(all))] {
 		render = append(render, b.renderMemory(m))
 	}
-	if start+limit < len(all) {
-		next := encodeCursor(start + limit)
-		meta.HasMore, meta.NextCursor = true, &next
-	}
-	return reply{status: http.StatusOK, data: render, meta: meta, legacyMeta: true}
+	return reply{status: http.StatusOK, data: render, meta: cursorPage(start, limit, len(all)), legacyMeta: true}
 }
 
 func memoryMatches(m *memory, q url.Values, status string) bool {

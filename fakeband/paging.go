@@ -85,6 +85,21 @@ func encodeCursor(pos int) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.Itoa(pos)))
 }
 
+// cursorStart is where the page that q's cursor names starts among total
+// items: 0 without a cursor, an invalid_cursor error for one this fake
+// did not hand out or that points past the end.
+func cursorStart(q url.Values, total int) (int, *Error) {
+	cur := q.Get("cursor")
+	if cur == "" {
+		return 0, nil
+	}
+	start, ok := decodeCursor(cur, total)
+	if !ok {
+		return 0, unprocessable("invalid_cursor", "cursor is invalid", "/cursor", "is invalid")
+	}
+	return start, nil
+}
+
 func decodeCursor(s string, max int) (int, bool) {
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || !strings.HasPrefix(string(raw), cursorPrefix) {

@@ -159,6 +159,20 @@ func (b *Band) renderTask(t *task, history bool) taskJSON {
 	return j
 }
 
+// pathTaskLocked is the task the call's path names ({chat_id}, {id}), and
+// its room, which the caller must be a member of.
+func (b *Band) pathTaskLocked(c *call) (*room, *task, *Error) {
+	r, err := b.memberRoom(c.r.PathValue("chat_id"), c.who)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := b.taskLocked(r, c.r.PathValue("id"))
+	if t == nil {
+		return nil, nil, notFound("task")
+	}
+	return r, t, nil
+}
+
 func (b *Band) taskLocked(r *room, ref string) *task {
 	for _, t := range b.tasks[r.id] {
 		if t.ID == ref || strconv.Itoa(t.Number) == ref {
@@ -242,12 +256,9 @@ func (b *Band) serveTasks(c *call) reply {
 			all = append(all, t)
 		}
 	}
-	start := 0
-	if cur := q.Get("cursor"); cur != "" {
-		var ok bool
-		if start, ok = decodeCursor(cur, len(all)); !ok {
-			return errReply(unprocessable("invalid_cursor", "cursor is invalid", "/cursor", "is invalid"))
-		}
+	start, bad := cursorStart(q, len(all))
+	if bad != nil {
+		return errReply(bad)
 	}
 	items := []taskJSON{}
 	for _, t := range all[start:min(start+limit, len(all))] {
@@ -269,13 +280,9 @@ func cursorPage(start, limit, total int) cursorMetaJSON {
 func (b *Band) serveTask(c *call) reply {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r, err := b.memberRoom(c.r.PathValue("chat_id"), c.who)
+	_, t, err := b.pathTaskLocked(c)
 	if err != nil {
 		return errReply(err)
-	}
-	t := b.taskLocked(r, c.r.PathValue("id"))
-	if t == nil {
-		return errReply(notFound("task"))
 	}
 	return okReply(http.StatusOK, b.renderTask(t, c.r.URL.Query().Get("include") == "history"))
 }
@@ -289,20 +296,13 @@ func (b *Band) serveTaskHistory(c *call) reply {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r, err := b.memberRoom(c.r.PathValue("chat_id"), c.who)
+	_, t, err := b.pathTaskLocked(c)
 	if err != nil {
 		return errReply(err)
 	}
-	t := b.taskLocked(r, c.r.PathValue("id"))
-	if t == nil {
-		return errReply(notFound("task"))
-	}
-	start := 0
-	if cur := q.Get("cursor"); cur != "" {
-		var ok bool
-		if start, ok = decodeCursor(cur, len(t.history)); !ok {
-			return errReply(unprocessable("invalid_cursor", "cursor is invalid", "/cursor", "is invalid"))
-		}
+	start, bad := cursorStart(q, len(t.history))
+	if bad != nil {
+		return errReply(bad)
 	}
 	items := slices.Clone(t.history[start:min(start+limit, len(t.history))])
 	return reply{status: http.StatusOK, data: items, meta: cursorPage(start, limit, len(t.history))}
@@ -340,13 +340,9 @@ func (b *Band) serveUpdateTask(c *call) reply {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r, err := b.memberRoom(c.r.PathValue("chat_id"), c.who)
+	r, t, err := b.pathTaskLocked(c)
 	if err != nil {
 		return errReply(err)
-	}
-	t := b.taskLocked(r, c.r.PathValue("id"))
-	if t == nil {
-		return errReply(notFound("task"))
 	}
 	work := body.Status != nil || body.ActiveForm != nil || body.Comment != nil || body.Subject != nil || body.Detail != nil || body.LinkedNativeID != nil
 	if work && t.State != "active" && !(body.State != nil && *body.State == "active") {

@@ -31,10 +31,12 @@
 //
 // The table leases has one row per agent: its epoch, its holder and when it
 // expires. All times are the database's (now()); hosts' clocks never decide
-// who holds a lease. A standby takes the lease when it has expired, with the
-// epoch incremented; the holder renews it every third of Options.LeaseTime
-// (10 s unless set), and releases it when RunLeader's context ends, so a
-// planned handover takes one poll, not a lease time. A holder SIGKILLed or
+// who holds a lease. A standby takes the lease when it has expired (or names
+// its own Holder: the answer to its acquisition was lost), with the epoch
+// incremented; the holder renews it every third of Options.LeaseTime (10 s
+// unless set), counts it MaxClockSkew (1%) shorter than the database does,
+// and releases it when RunLeader's context ends, so a planned handover takes
+// one poll (a twentieth of the lease by default), not a lease time. A holder SIGKILLed or
 // cut off is replaced once its lease runs out: within LeaseTime of its last
 // renewal, plus the standby's start-up.
 //

@@ -18,10 +18,13 @@ import (
 // fenced by the lease.
 //
 // A standby asks every PollInterval, and again the moment a lease it saw
-// runs out, and takes the lease when it is free or has run out. Every
-// acquisition increments the lease's epoch. The holder renews every third
-// of LeaseTime, all by the database's clock; hosts' clocks never decide
-// who holds it.
+// runs out, and takes the lease when it is free, has run out, or names
+// this process's Holder (the answer to its own acquisition was lost).
+// Every acquisition increments the lease's epoch. The holder renews every
+// third of LeaseTime, all by the database's clock; hosts' clocks never
+// decide who holds it. The holder counts its lease MaxClockSkew shorter
+// than the database does, so that it stops before a standby can take
+// over even when its clock runs that much slow.
 //
 // When the lease is lost (a renewal was refused, or none succeeded before
 // the lease ran out by this process's clock), lead's context is cancelled
@@ -115,7 +118,7 @@ func (s *Store) campaign(ctx context.Context) (*lease, error) {
 		epoch, err := s.acquire(ctx)
 		if err == nil && epoch > 0 {
 			failures.recovered(s.log, "pgledger: database reachable again")
-			return &lease{agent: s.opts.AgentID, epoch: epoch, deadline: sent.Add(s.opts.LeaseTime)}, nil
+			return &lease{agent: s.opts.AgentID, epoch: epoch, deadline: sent.Add(s.heldFor())}, nil
 		}
 		wait := s.opts.PollInterval
 		if err == nil {
@@ -195,6 +198,22 @@ func (s *Store) hold(ctx context.Context, ls *lease, lead func(context.Context, 
 	return lost, err
 }
 
+// MaxClockSkew is the bound on how far a host's clock may run slow or
+// fast against the database's that the lease allows for: 1%. The
+// database decides when a lease runs out, by its own clock; the holder
+// stops writing and sending when its lease runs out by the host's clock,
+// so it counts the lease a hundredth shorter than the database does: a
+// holder whose clock runs up to 1% slow still stops before a standby
+// can take over.
+const MaxClockSkew = 0.01
+
+// heldFor is how long after sending an acquisition or renewal the holder
+// counts its lease as held, by its own clock: LeaseTime less what a clock
+// running MaxClockSkew slow would add.
+func (s *Store) heldFor() time.Duration {
+	return s.opts.LeaseTime - time.Duration(float64(s.opts.LeaseTime)*MaxClockSkew)
+}
+
 // errLeadReturned stops the renewals once lead has returned.
 var errLeadReturned = errors.New("pgledger: the leader returned")
 
@@ -226,7 +245,7 @@ func (s *Store) keep(ctx context.Context, ls *lease, cancel context.CancelCauseF
 		renewed, err := s.renew(ctx, ls)
 		switch {
 		case err == nil && renewed:
-			ls.extend(sent.Add(s.opts.LeaseTime))
+			ls.extend(sent.Add(s.heldFor()))
 			if reason := ls.short(0); reason != "" { // the answer came after a pause
 				lose(reason)
 				return

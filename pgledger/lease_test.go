@@ -292,3 +292,55 @@ func TestRunLeaderAfterItsContextEnds(t *testing.T) {
 		assert.Equal(t, 1, db.count(t, `SELECT count(*) FROM {s}.leases WHERE expires_at <= now()`), "released")
 	}
 }
+
+// The prover's replicas found it (issue 28): a standby whose acquisition
+// was applied and whose answer was lost found the lease held, by itself,
+// and waited a whole lease time with no leader. The same holder now takes
+// its own lease again at once, with the next epoch.
+func TestAnAcquisitionWhoseAnswerWasLostCostsAPollNotALease(t *testing.T) {
+	db := newTestDB(t)
+	o := db.opts(testAgent, "holder-a")
+	o.LeaseTime = time.Minute // the old behaviour waits it out
+	s := db.open(t, o)
+	// The acquisition whose answer was lost: applied, never seen.
+	epoch, err := sqlStore{s}.Acquire(context.Background(), testAgent, "holder-a", o.LeaseTime)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), epoch)
+
+	_, tm := lead(t, s) // within 20 s, a third of the lease
+	assert.Equal(t, int64(2), tm.ledger.Epoch(), "the lost term is fenced by the next epoch")
+	require.NoError(t, tm.ledger.SetKey(context.Background(), "room-1", "k", bandonce.KeyIntent))
+
+	other := db.open(t, db.opts(testAgent, "holder-b"))
+	got, err := sqlStore{other}.Acquire(context.Background(), testAgent, "holder-b", o.LeaseTime)
+	require.NoError(t, err)
+	assert.Zero(t, got, "another holder still waits for the lease")
+}
+
+// The prover's replicas found it (issue 28): with a standby asking every
+// tenth of the lease, a graceful hand-over under the 10 s default lease
+// took up to a second, one poll. The default poll is now a twentieth.
+func TestAStandbyAsksTwentyTimesALeaseByDefault(t *testing.T) {
+	db := newTestDB(t)
+	o := db.opts(testAgent, "a")
+	o.LeaseTime = 10 * time.Second
+	s := db.open(t, o)
+	assert.Equal(t, 500*time.Millisecond, s.opts.PollInterval, "a hand-over takes at most a poll: under a second")
+}
+
+// The prover's replicas found it (issue 28): a holder whose clock ran
+// slow counted its lease as held after the database had let it run out
+// and a standby had taken over, and sent to Band meanwhile (a holder at
+// 0.64% slow, woken from a pause 5 ms after the takeover, with 60 ms
+// left by its clock). The holder now counts its lease MaxClockSkew
+// shorter than the database does.
+func TestAHolderCountsItsLeaseShorterThanTheDatabaseByTheSkewBound(t *testing.T) {
+	db := newTestDB(t)
+	o := db.opts(testAgent, "a")
+	o.LeaseTime = time.Minute
+	s := db.open(t, o)
+	ls, err := s.campaign(context.Background())
+	require.NoError(t, err)
+	// left only shrinks as time passes: a slow machine cannot fail this.
+	assert.LessOrEqual(t, ls.left(), time.Minute-time.Duration(float64(time.Minute)*MaxClockSkew))
+}

@@ -26,15 +26,20 @@ type Options struct {
 	// "bandonce". Lower-case letters, digits and underscores.
 	Schema string
 	// Holder names this process in the lease table and the logs. Empty
-	// means "hostname:pid".
+	// means "hostname:pid". It must be this process's alone: a process
+	// takes a lease its own Holder holds at once (the answer to its
+	// acquisition was lost), so two processes sharing one would take the
+	// lease from each other at every poll (fenced, so never both writing,
+	// but neither leading for long).
 	Holder string
 	// LeaseTime is how long a lease lasts unless renewed: how long a
 	// standby waits after the holder stops renewing. The holder renews
 	// every third of it. Zero means 10 s; at least 300 ms.
 	LeaseTime time.Duration
 	// PollInterval is how often a standby asks whether the lease is free.
-	// It also waits exactly until a lease it saw runs out. Zero means a
-	// tenth of LeaseTime.
+	// It also waits exactly until a lease it saw runs out. A graceful
+	// hand-over (the holder releases the lease) takes up to one poll.
+	// Zero means a twentieth of LeaseTime (500 ms with the default).
 	PollInterval time.Duration
 	// Logger receives what the leader loop does: acquiring, losing and
 	// releasing the lease, and failures talking to the database. Nil
@@ -47,6 +52,13 @@ const (
 	defaultSchema    = "bandonce"
 	defaultLeaseTime = 10 * time.Second
 	minLeaseTime     = 300 * time.Millisecond
+	// defaultPollsPerLease makes the default PollInterval a twentieth
+	// of the lease: a standby learns of a release (a graceful hand-over)
+	// only when it next asks, so a hand-over takes up to a poll; with a
+	// tenth, the 10 s default lease's took up to a second, which the
+	// prover's replicas found (issue 28). Two statements a poll per
+	// standby is the price.
+	defaultPollsPerLease = 20
 	// minServerVersion is PostgreSQL 12: the oldest this package is
 	// tested against is 15; 12 is the oldest with everything it uses.
 	minServerVersion = 120000
@@ -92,7 +104,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 		return nil, fail(nil, nil, "cannot be opened: Options.PollInterval must not be negative")
 	}
 	opts.LeaseTime = cmp.Or(opts.LeaseTime, defaultLeaseTime)
-	opts.PollInterval = cmp.Or(opts.PollInterval, opts.LeaseTime/10)
+	opts.PollInterval = cmp.Or(opts.PollInterval, opts.LeaseTime/defaultPollsPerLease)
 	if opts.Holder == "" {
 		host, _ := os.Hostname()
 		opts.Holder = fmt.Sprintf("%s:%d", cmp.Or(host, "unknown-host"), os.Getpid())

@@ -116,12 +116,16 @@ func buildStatements(schema string) statements {
 		privileges: `SELECT bool_and(has_table_privilege(format('%I.%I', $1::text, t), p))
 			FROM unnest(ARRAY['leases', 'keys', 'acks', 'steps', 'deadletters']) AS t, unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p`,
 
-		// $1 agent, $2 holder, $3 lease time in microseconds.
+		// $1 agent, $2 holder, $3 lease time in microseconds. A lease
+		// that ran out is free; so is one this holder holds: the answer
+		// to its own acquisition was lost, and waiting for that term to
+		// run out would leave the agent without a leader for a lease
+		// time. Taking it again, with the next epoch, fences that term.
 		acquire: s(`INSERT INTO {s}.leases AS l (agent_id, epoch, holder, acquired_at, expires_at)
 			VALUES ($1, 1, $2, now(), now() + $3 * interval '1 microsecond')
 			ON CONFLICT (agent_id) DO UPDATE
 			SET epoch = l.epoch + 1, holder = excluded.holder, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
-			WHERE l.expires_at <= now()
+			WHERE l.expires_at <= now() OR l.holder = excluded.holder
 			RETURNING l.epoch`),
 		// $1 agent.
 		lookup: s(`SELECT holder, epoch, greatest(0, (extract(epoch FROM expires_at - now()) * 1000000)::bigint)

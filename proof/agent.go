@@ -26,6 +26,28 @@ type Env struct {
 	// Seed is a per-life seed for the agent's own randomness (jitter),
 	// derived from the schedule's seed so runs replay.
 	Seed uint64
+
+	// The rest is for a schedule with replicas (Schedule.Replicas of 2 or
+	// more), and zero otherwise.
+
+	// Replica is the replica this life belongs to, from 0.
+	Replica int
+	// Leading is what the life calls when it starts leading under a lease
+	// epoch, and with 0 when it stops: the engine judges every request it
+	// sends to Band by it (FencedSend) and times failovers by it.
+	Leading func(epoch int64)
+	// LedgerCall carries one call to the replicas' shared ledger: op
+	// names it (the engine releases calls in the order of their lives and
+	// ops, so name a call by what it touches: "set key 1 room key"), call
+	// does it. The engine holds a paused life's call until it wakes, and
+	// fails it without calling call while the ledger is unreachable or
+	// once the life was killed; or it calls call and loses the answer.
+	LedgerCall func(ctx context.Context, op string, call func()) error
+	// Awake wraps a transport so that a paused life sends nothing new
+	// and reads no answer until it wakes. Wrap it around the checks a
+	// paused process makes when it wakes (a lease's fence), so that they
+	// run after the pause, as they would.
+	Awake func(http.RoundTripper) http.RoundTripper
 }
 
 // Agent runs one life until ctx ends, then returns. It must return soon

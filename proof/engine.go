@@ -68,7 +68,9 @@ type sim struct {
 	factory Factory
 	cleanup func()
 
-	life     *life
+	slots    []*life // the current life of each replica (one without replicas)
+	exits    chan struct{}
+	reps     *replicaState // nil without replicas
 	lives    int
 	allLives []*life
 	order    *orderClock
@@ -154,6 +156,11 @@ func newSim(s *Schedule, opts Options) *sim {
 	}
 	sm.gate = newGate(b.HTTPClient().Transport, b.Handler(), sendStamp, sm.order)
 	sm.world = newExternalWorld(sm.stamp, sm.order)
+	sm.slots, sm.exits = make([]*life, max(s.Replicas, 1)), make(chan struct{}, 1)
+	if s.Replicas >= 2 {
+		sm.reps = newReplicaState(sm, opts)
+		sm.gate.reps = sm.reps
+	}
 	sm.factory, sm.cleanup = opts.Agent(s)
 	return sm
 }
@@ -187,7 +194,9 @@ func (s *sim) run() Result {
 	if s.sched.StartAfter > 0 {
 		time.Sleep(s.sched.StartAfter) // the outage before the agent starts
 	}
-	s.startLife()
+	for i := range s.slots {
+		s.startLife(i)
+	}
 	s.releasedAt = []time.Time{time.Now()}
 	s.progress = time.Now()
 	end := time.Now().Add(deadline)
@@ -215,15 +224,35 @@ func (s *sim) drive(end time.Time) bool {
 	if s.failure != nil {
 		return false
 	}
-	if l := s.life; l.exited() && l.mayStop() {
-		s.end(l) // it stopped as it should; a supervisor starts it again
-		s.startLife()
-		return true
-	} else if l.exited() {
-		s.failure = &Violation{Invariant: AgentLifecycle, Reason: fmt.Sprintf("the agent returned on its own (life %d): %v", l.n, l.err)}
-		return false
+	for i, l := range s.slots {
+		if l.ended {
+			// Handed over: it starts again once the deploy is done.
+			if !now.Before(l.handingOver.Add(handoverRestart)) {
+				s.startLife(i)
+				return true
+			}
+			continue
+		}
+		if l.exited() && l.mayStop() {
+			s.end(l) // it stopped as it should; a supervisor starts it again
+			if l.handingOver.IsZero() {
+				s.startLife(i)
+			} else {
+				s.reps.handedOver(l)
+			}
+			return true
+		} else if l.exited() {
+			s.failure = &Violation{Invariant: AgentLifecycle, Reason: fmt.Sprintf("the agent returned on its own (life %d): %v", l.n, l.err)}
+			return false
+		} else if !l.handingOver.IsZero() && now.Sub(l.handingOver) > killGrace {
+			s.failure = &Violation{Invariant: AgentLifecycle, Reason: fmt.Sprintf("the agent (life %d) kept running %s after it was asked to hand over", l.n, killGrace)}
+			return false
+		}
 	}
 	if s.fireDue(now) {
+		return true
+	}
+	if s.reps != nil && s.reps.step(now) {
 		return true
 	}
 	if p := s.gate.pick(); p != nil {
@@ -279,9 +308,15 @@ func (s *sim) sleep(now time.Time) {
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
+	// One life: its end. Replicas: any life's end (a life that ended
+	// stays in its slot until its replica starts again).
+	done := s.exits
+	if len(s.slots) == 1 {
+		done = s.slots[0].done
+	}
 	select {
 	case <-s.gate.wake:
-	case <-s.life.done:
+	case <-done:
 	case <-t.C:
 	}
 }

@@ -1,6 +1,7 @@
 package proof
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strings"
@@ -77,7 +78,7 @@ func (s *sim) fireNext(quiet bool) {
 	switch {
 	case (ev.Kind == KillBefore || ev.Kind == KillAfter) && !quiet:
 		s.faults["kill_idle"]++
-		s.kill()
+		s.kill(cmp.Or(s.holder(), s.slots[0]))
 	case ev.Kind.requestBound():
 	default:
 		s.apply(ev)
@@ -115,7 +116,7 @@ func (s *sim) release(p *parkedRequest, now time.Time) {
 	case KillBefore:
 		s.faults["kill_before_send"]++
 		p.verdict <- sever
-		s.kill()
+		s.kill(p.life)
 		return
 	case KillAfter:
 		s.gate.began(p)
@@ -125,7 +126,7 @@ func (s *sim) release(p *parkedRequest, now time.Time) {
 		s.gate.answered(p)
 		s.faults["kill_after_apply"]++
 		p.verdict <- sever
-		s.kill()
+		s.kill(p.life)
 		return
 	case Throttle:
 		f := fakeband.Fault{Endpoint: p.ep, Nth: 1, Kind: fakeband.FailBefore, Status: http.StatusTooManyRequests, RetryAfter: ev.RetryAfter}
@@ -166,7 +167,7 @@ func (s *sim) apply(ev Event) {
 	case Interrupt, Stop, Play:
 		s.control(ev, false)
 	case DropSocket:
-		if s.life != nil && s.life.socketsOpen.Load() > 0 {
+		if s.anySocketOpen() {
 			s.faults["socket_drop"]++
 		}
 		s.band.DropSockets(s.agent.ID)
@@ -177,6 +178,10 @@ func (s *sim) apply(ev Event) {
 	case Join:
 		if s.band.AddParticipant(s.rooms[s.room(ev.Room)].ID, s.agent.ID) == nil {
 			s.faults["room_joined"]++
+		}
+	case Pause, LedgerOutage, LoseLedgerAnswer, Handover:
+		if s.reps != nil {
+			s.reps.apply(ev)
 		}
 	case RateLimit:
 		if ev.Rate <= 0 {
@@ -196,11 +201,18 @@ func (s *sim) apply(ev Event) {
 // (behind a held one), so any exit after a supersede sent to an open
 // socket is a fair one.
 func (s *sim) supersede() {
-	connected := s.life != nil && s.life.socketsOpen.Load() > 0
+	var connected []*life
+	for _, l := range s.slots {
+		if l != nil && l.socketsOpen.Load() > 0 {
+			connected = append(connected, l)
+		}
+	}
 	s.band.Supersede(s.agent.ID)
-	if connected {
+	if len(connected) > 0 {
 		s.faults["supersede"]++
-		s.life.superseded = true
+	}
+	for _, l := range connected {
+		l.superseded = true
 	}
 }
 
@@ -232,7 +244,7 @@ func (s *sim) control(ev Event, final bool) {
 		rec.Room = s.room(ev.Room)
 		roomID = s.rooms[rec.Room].ID
 	}
-	open := s.life != nil && s.life.socketsOpen.Load() > 0
+	open := s.anySocketOpen()
 	if open && ev.Push != PushNormal {
 		s.band.InjectSocket(fakeband.SocketFault{Event: "agent.control", Nth: 1, Kind: socketFault(ev.Push), Delay: ev.Delay})
 	}

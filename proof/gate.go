@@ -35,6 +35,10 @@ type gate struct {
 	turnReqs []*roomRequest
 	wake     chan struct{} // capacity 1: a request parked
 	holding  int           // requests an ApplyLate holds, not applied yet
+	// reps judges the requests of replicas; ledger holds their parked
+	// calls to the shared ledger. Both only with replicas.
+	reps   *replicaState
+	ledger []*ledgerCall
 }
 
 type verdict int
@@ -161,6 +165,9 @@ func (g *gate) park(l *life, req *http.Request) (*parkedRequest, error) {
 	}
 	g.arrivals++
 	p.arrival = g.arrivals
+	if g.reps != nil {
+		g.reps.sent(l, p)
+	}
 	if ep == fakeband.EndpointSocket {
 		l.sockets.Add(1)
 	}
@@ -251,9 +258,20 @@ func (g *gate) sever(l *life) {
 		}
 		return false
 	})
+	var calls []*ledgerCall
+	g.ledger = slices.DeleteFunc(g.ledger, func(c *ledgerCall) bool {
+		if c.life == l {
+			calls = append(calls, c)
+			return true
+		}
+		return false
+	})
 	g.mu.Unlock()
 	for _, p := range doomed {
 		p.verdict <- sever
+	}
+	for _, c := range calls {
+		c.verdict <- ledgerSevered
 	}
 }
 

@@ -32,6 +32,18 @@ type GenOptions struct {
 	// MaxAttempts is the agent's failure budget, bounding drawn failures;
 	// zero means 3.
 	MaxAttempts int
+	// Replicas, when 2 or more, gives every schedule that many replicas
+	// sharing one leased ledger, each with a clock skewed within
+	// MaxSkewPPM, and draws deaths, pauses and graceful hand-overs of the
+	// holder, ledger outages and lost ledger answers beside the faults.
+	Replicas int
+	// NoSkew keeps every replica's clock at the database's rate, for
+	// replicas whose clock the engine cannot skew (pgledger's reads the
+	// bubble's).
+	NoSkew bool
+	// LeaseTime is the replicas' lease, which the pauses and outages drawn
+	// are measured against; zero means DefaultLeaseTime.
+	LeaseTime time.Duration
 }
 
 func (g GenOptions) withDefaults() GenOptions {
@@ -107,9 +119,58 @@ func Random(seed int64, g GenOptions) *Schedule {
 	for range r.IntN(g.MaxFaults + 1) {
 		faults = append(faults, drawFault(r, s.Rooms, span, g)...)
 	}
+	if g.Replicas >= 2 {
+		faults = append(faults, drawReplicas(s, seedrand.Named(seed, "replicas"), span, g)...)
+	}
 	s.Events = append(append(joins, says...), faults...)
 	slices.SortStableFunc(s.Events, func(a, b Event) int { return a.At - b.At })
 	return s
+}
+
+// drawReplicas makes s a schedule of g.Replicas replicas, with their
+// clocks' skews, and draws 1 to 3 replica faults: the holder's death at a
+// request or while idle, its pause (shorter or longer than the lease), a
+// graceful hand-over, a ledger outage (shorter or longer than the lease),
+// a lost ledger answer. Its own stream, so the rest of the schedule is
+// what the seed draws without replicas.
+func drawReplicas(s *Schedule, r seedrand.Rand, span int, g GenOptions) []Event {
+	lease := g.LeaseTime
+	if lease == 0 {
+		lease = DefaultLeaseTime
+	}
+	s.Replicas, s.Durable = g.Replicas, true
+	s.Skew = make([]int, g.Replicas)
+	if r.IntN(2) == 0 && !g.NoSkew {
+		for i := range s.Skew {
+			s.Skew[i] = r.Between(-MaxSkewPPM, MaxSkewPPM)
+		}
+	}
+	var out []Event
+	for range 1 + r.IntN(3) {
+		ev := Event{At: 1 + r.IntN(span)}
+		if r.IntN(2) == 0 {
+			ev.After = time.Duration(10+r.IntN(1490)) * time.Millisecond
+		}
+		switch x := r.IntN(12); {
+		case x < 2:
+			ev.Kind, ev.After = []EventKind{KillBefore, KillAfter}[r.IntN(2)], 0
+			if r.IntN(2) == 0 {
+				ev.Endpoint = fakeband.EndpointPost
+			}
+		case x < 5:
+			ev.Kind = Pause
+			ev.Delay = time.Duration(r.Between(int(lease/10/time.Millisecond), int(2*lease/time.Millisecond))) * time.Millisecond
+		case x < 8:
+			ev.Kind = Handover
+		case x < 10:
+			ev.Kind = LedgerOutage
+			ev.Delay = time.Duration(r.Between(100, int(2*lease/time.Millisecond))) * time.Millisecond
+		default:
+			ev.Kind = LoseLedgerAnswer
+		}
+		out = append(out, ev)
+	}
+	return out
 }
 
 func drawSpec(r seedrand.Rand, g GenOptions) MessageSpec {

@@ -30,13 +30,26 @@ type life struct {
 	// like on the wire; supersede is what the life heard of it.
 	supersedeFrame []byte
 	supersede      superseding
+
+	// replica is the slot the life runs in (Env.Replica); leading the
+	// lease epoch it says it leads under (Env.Leading), 0 when it does
+	// not; pausedUntil, while it is paused (Pause), when it wakes, in
+	// virtual Unix nanoseconds.
+	replica     int
+	leading     atomic.Int64
+	pausedUntil atomic.Int64
+	// handingOver is when the engine asked the life to hand over
+	// (Handover), zero unless it did: it may then return.
+	handingOver time.Time
+	// ended: the engine has ended the life (guarded by the driver).
+	ended bool
 }
 
 // mayStop reports whether the life may return on its own: Band told it
 // another connection took over.
 func (l *life) mayStop() bool {
 	heard, _ := l.supersedeHeard()
-	return l.superseded || heard
+	return l.superseded || heard || !l.handingOver.IsZero()
 }
 
 func (l *life) exited() bool {
@@ -48,11 +61,12 @@ func (l *life) exited() bool {
 	}
 }
 
-// startLife starts a fresh agent from the factory on the same fake.
-func (s *sim) startLife() {
+// startLife starts a fresh agent from the factory on the same fake, in
+// the replica's slot.
+func (s *sim) startLife(replica int) {
 	s.lives++
 	l := &life{n: s.lives, done: make(chan struct{}), dead: make(chan struct{}), arrivals: &s.arrivals,
-		order: s.order, supersedeFrame: s.supersedeFrame}
+		order: s.order, supersedeFrame: s.supersedeFrame, replica: replica}
 	s.allLives = append(s.allLives, l)
 	l.ext = s.world.forLife(l.n)
 	env := Env{
@@ -64,13 +78,18 @@ func (s *sim) startLife() {
 		External:   l.ext,
 		Life:       l.n,
 		Seed:       uint64(s.sched.Seed)*1_000_003 + uint64(l.n),
+		Replica:    replica,
+	}
+	if s.reps != nil {
+		s.reps.equip(&env, l, s.gate)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	agent := s.factory()
-	s.life = l
-	s.trace("life %d starts", l.n)
+	s.slots[replica] = l
+	s.trace("life %d starts (replica %d)", l.n, replica)
 	go func() {
+		defer s.noteExit()
 		defer close(l.done)
 		defer func() {
 			if v := recover(); v != nil {
@@ -81,30 +100,58 @@ func (s *sim) startLife() {
 	}()
 }
 
-// kill crashes the current life: its connections are severed and its
-// External goes dead at once, then its context is cancelled and the
-// engine waits for it to return before starting the next life.
-func (s *sim) kill() {
-	if s.end(s.life) {
-		s.startLife()
+// kill crashes life l: its connections are severed and its External
+// goes dead at once, then its context is cancelled and the engine waits
+// for it to return before starting the next life in its slot.
+func (s *sim) kill(l *life) {
+	if s.reps != nil {
+		s.reps.ended(l, "death")
+	}
+	if s.end(l) {
+		s.startLife(l.replica)
 	}
 }
 
-// stopLife ends the last life the same way once the verdict is in: from
+// stopLife ends the last lives the same way once the verdict is in: from
 // the sever on, nothing the agent does reaches the fake.
-func (s *sim) stopLife() { s.end(s.life) }
+func (s *sim) stopLife() {
+	for _, l := range s.slots {
+		s.end(l)
+	}
+}
+
+// noteExit wakes the driver when a life returns.
+func (s *sim) noteExit() {
+	select {
+	case s.exits <- struct{}{}:
+	default:
+	}
+}
+
+// anySocketOpen reports whether a life has a socket connection up.
+func (s *sim) anySocketOpen() bool {
+	for _, l := range s.slots {
+		if l != nil && l.socketsOpen.Load() > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // end severs and cancels l and waits for it; false (and a violation) if
 // it does not return within killGrace.
 func (s *sim) end(l *life) bool {
 	s.trace("life %d ends", l.n)
+	l.ended = true
 	s.gate.sever(l)
 	l.ext.dead.Store(true)
 	for _, c := range s.controls {
 		c.waiting = false // a late push still held dies with the socket
 	}
 	l.cancel()
-	s.band.DropSockets(s.agent.ID)
+	if s.reps == nil || l.socketsOpen.Load() > 0 {
+		s.band.DropSockets(s.agent.ID) // a standby has no socket to drop
+	}
 	if s.await(l, killGrace, tick) {
 		return true
 	}

@@ -50,6 +50,10 @@ type Options struct {
 	// The oracle asks it when it judges whether an interrupt found a turn
 	// in flight (InterruptConsumes).
 	Busy func(life int, room string, tick int64) bool
+	// LeaseTime is the replicas' lease length (Schedule.Replicas), which
+	// bounds a failover after the holder's death. Zero means
+	// DefaultLeaseTime.
+	LeaseTime time.Duration
 }
 
 // CustomCheck is one more invariant for Options.Checks, such as "no side
@@ -64,7 +68,13 @@ type CustomCheck struct {
 
 func (o Options) withDefaults() Options {
 	if o.Agent == nil {
-		o.Agent = ShellAgent(ShellConfig{})
+		single, replicas := ShellAgent(ShellConfig{}), ReplicaAgent(ReplicaConfig{LeaseTime: o.LeaseTime})
+		o.Agent = func(s *Schedule) (Factory, func()) {
+			if s.Replicas >= 2 {
+				return replicas(s)
+			}
+			return single(s)
+		}
 		o.DeadLettersTold = true
 	}
 	if o.MaxAttempts == 0 {
@@ -141,6 +151,8 @@ type Result struct {
 	// Sockets counts the socket upgrades the agent asked for, over all
 	// its lives: zero for an agent that never tries to listen.
 	Sockets int
+	// Failovers are the takeovers timed in a schedule with replicas.
+	Failovers []Failover
 }
 
 // Signal is one control signal and whether it reached the agent: the

@@ -1,6 +1,8 @@
 package proof
 
 import (
+	"slices"
+
 	"github.com/band-once/bandonce/fakeband"
 	"github.com/band-once/bandonce/internal/oracle"
 )
@@ -44,7 +46,19 @@ const (
 	// Quiet: the system goes quiet (every message processed, nothing in
 	// flight) before the schedule's virtual deadline.
 	Quiet Invariant = "quiet"
+	// FencedSend (replicas only): every request to Band leaves a replica
+	// that leads under the latest lease epoch: none from a standby, none
+	// from a holder another replica has taken over from.
+	FencedSend Invariant = "fenced-send"
+	// FailoverBound (replicas only): after the holder's death a replica
+	// leading under a later epoch sends to Band within the lease (and a
+	// poll); after a graceful hand-over, within a second.
+	FailoverBound Invariant = "failover-bound"
 )
+
+// ReplicaInvariants are judged, after Invariants, in schedules with
+// replicas only; a receipt lists them when it ran such schedules.
+var ReplicaInvariants = []Invariant{FencedSend, FailoverBound}
 
 // Invariants is every invariant, in the order the oracle judges them.
 var Invariants = []Invariant{NoDoublePost, NonePending, OneOutcome, AbortsUncharged, InterruptSilence, InterruptConsumes, StopSilence, SupersedeStops, AgentLifecycle, Quiet}
@@ -80,16 +94,20 @@ func (s *sim) judge() Result {
 	t.interruptsConsume(v)
 	t.stops(v)
 	t.superseded(v)
+	var failovers []Failover
+	if s.reps != nil {
+		failovers = s.reps.judge(v)
+	}
 	v.Check(AgentLifecycle)
 	v.Check(Quiet)
 	if s.failure != nil {
 		v.Fail(s.failure.Invariant, "%s", s.failure.Reason)
 	}
 	res := Result{
-		Schedule: s.sched, Violation: v.First(Invariants), Found: v.Found, Checks: v.Checks, Violations: v.Violated, Faults: s.firedFaults(),
+		Schedule: s.sched, Violation: v.First(slices.Concat(Invariants, ReplicaInvariants)), Found: v.Found, Checks: v.Checks, Violations: v.Violated, Faults: s.firedFaults(),
 		DoublePosts: v.DoublePosts, Lost: v.Lost, Interrupted: v.Interrupted,
 		Messages: len(s.messages), Lives: s.lives, Released: s.released, QuietAt: s.quietAt, StallAt: s.stallAt,
-		Signals: s.signals(), Said: s.said(), Posts: t.posts,
+		Signals: s.signals(), Said: s.said(), Posts: t.posts, Failovers: failovers,
 	}
 	for _, r := range s.rooms {
 		res.Events = append(res.Events, s.band.ChatEvents(r.ID))

@@ -1,6 +1,7 @@
 package proof
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -52,6 +53,9 @@ type Report struct {
 	// due reply: an interrupt applies to the turn in flight when its push
 	// reaches the agent, since the push names no turn.
 	Interrupted int `json:"interrupted_messages"`
+	// Replicas describes a run whose schedules ran replicas (nil for
+	// one that ran none).
+	Replicas *ReplicaReport `json:"replicas,omitempty"`
 	// Exhaustive says what an exhaustive run enumerated.
 	Exhaustive *Coverage `json:"exhaustive,omitempty"`
 	// Violating counts the schedules that broke an invariant; First is
@@ -69,6 +73,66 @@ type Report struct {
 	Held bool `json:"held"`
 	// Lines has one line per schedule when the run was verbose.
 	Lines []string `json:"-"`
+
+	replicas int           // per schedule, from the run's GenOptions
+	noSkew   bool          // the run's GenOptions.NoSkew
+	lease    time.Duration // the replicas' lease, from its Options
+}
+
+// ReplicaReport sums up the schedules that ran replicas.
+type ReplicaReport struct {
+	// Schedules ran Replicas replicas each, with a lease of LeaseSeconds
+	// and clocks skewed within MaxSkewPPM.
+	Schedules    int     `json:"schedules"`
+	Replicas     int     `json:"replicas_per_schedule"`
+	LeaseSeconds float64 `json:"lease_seconds"`
+	MaxSkewPPM   int     `json:"max_skew_ppm"`
+	// Death and Handover are the failovers timed after the holder's
+	// death and after a graceful hand-over.
+	Death    FailoverStats `json:"failover_after_death"`
+	Handover FailoverStats `json:"failover_after_handover"`
+}
+
+// FailoverStats are the failovers of one kind: how many were timed,
+// their median, 99th percentile and slowest (in seconds of virtual time),
+// over those held to the bar, and how many were excused from it (the
+// ledger was down, the holder paused, no other replica running).
+type FailoverStats struct {
+	Count   int     `json:"count"`
+	P50     float64 `json:"p50_seconds"`
+	P99     float64 `json:"p99_seconds"`
+	Max     float64 `json:"max_seconds"`
+	Excused int     `json:"excused"`
+	// Bar is what every failover held to it must stay under, in seconds.
+	Bar float64 `json:"bar_seconds"`
+}
+
+func failoverStats(all []Failover, kind string, bar time.Duration) FailoverStats {
+	var took []time.Duration
+	st := FailoverStats{Bar: bar.Seconds()}
+	for _, f := range all {
+		switch {
+		case f.Kind != kind:
+		case f.Excused != "":
+			st.Excused++
+		default:
+			took = append(took, f.Took)
+		}
+	}
+	slices.Sort(took)
+	st.Count = len(took)
+	if n := len(took); n > 0 {
+		at := func(q float64) float64 { return took[min(n-1, int(q*float64(n)))].Seconds() }
+		st.P50, st.P99, st.Max = at(0.50), at(0.99), took[n-1].Seconds()
+	}
+	return st
+}
+
+func (st FailoverStats) line() string {
+	if st.Count == 0 {
+		return fmt.Sprintf("none timed (%d excused)", st.Excused)
+	}
+	return fmt.Sprintf("n=%d p50 %.3fs p99 %.3fs max %.3fs (bar: under %gs), %d excused", st.Count, st.P50, st.P99, st.Max, st.Bar, st.Excused)
 }
 
 // InvariantCount is how often one invariant was checked and failed.
@@ -99,7 +163,8 @@ type Failure struct {
 
 func newReport(cfg RunConfig) *Report {
 	build := receipt.ReadBuild()
-	r := &Report{MasterSeed: cfg.Seed, MasterSeeds: []int64{cfg.Seed}, GoVersion: build.GoVersion, Ledger: cfg.Ledger}
+	r := &Report{MasterSeed: cfg.Seed, MasterSeeds: []int64{cfg.Seed}, GoVersion: build.GoVersion, Ledger: cfg.Ledger,
+		replicas: cfg.Gen.Replicas, lease: cfg.Engine.LeaseTime, noSkew: cfg.Gen.NoSkew}
 	if !cfg.Exhaustive {
 		r.MasterSeeds, r.SchedulesPerSeed = cfg.masterSeeds(), cfg.Schedules
 		r.MasterSeed = r.MasterSeeds[0]
@@ -149,9 +214,12 @@ func (r *Report) add(a *aggregate) {
 	r.Schedules = a.schedules
 	r.Faults = a.faults
 	names := append([]Invariant(nil), Invariants...)
+	if a.replicated > 0 {
+		names = append(names, ReplicaInvariants...)
+	}
 	var custom []Invariant
 	for inv := range a.checks {
-		if !slices.Contains(Invariants, inv) {
+		if !slices.Contains(names, inv) && !slices.Contains(ReplicaInvariants, inv) {
 			custom = append(custom, inv)
 		}
 	}
@@ -162,6 +230,16 @@ func (r *Report) add(a *aggregate) {
 	r.Messages, r.Replies, r.Requests, r.Lives = a.messages, a.replies, a.requests, a.lives
 	r.DoublePosts, r.LostMessages, r.Violating, r.Durable = a.doublePosts, a.lost, a.violating, a.durable
 	r.Interrupted = a.interrupted
+	if a.replicated > 0 {
+		lease := cmp.Or(r.lease, DefaultLeaseTime)
+		skew := MaxSkewPPM
+		if r.noSkew {
+			skew = 0
+		}
+		r.Replicas = &ReplicaReport{Schedules: a.replicated, Replicas: r.replicas, LeaseSeconds: lease.Seconds(), MaxSkewPPM: skew,
+			Death:    failoverStats(a.failovers, "death", lease+lease/20),
+			Handover: failoverStats(a.failovers, "handover", handoverBar)}
+	}
 	for _, l := range a.lines {
 		r.Lines = append(r.Lines, l.line)
 	}
@@ -194,6 +272,9 @@ func describeFailure(t *testing.T, cfg RunConfig, bad *Result) *Failure {
 	ledger := "a fresh ledger every life"
 	if small.Durable {
 		ledger = "a durable ledger kept across lives"
+	}
+	if small.Replicas >= 2 {
+		ledger = fmt.Sprintf("%d replicas sharing one leased ledger, clock skews %v ppm", small.Replicas, small.Skew)
 	}
 	f.Setting = fmt.Sprintf("%d room(s), %s", small.Rooms, ledger)
 	for _, e := range small.Events {
@@ -255,6 +336,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	t.RulesHeader("invariants")
 	for _, c := range r.Invariants {
 		t.Rule(string(c.Name), c.Checked, c.Violated)
+	}
+	if p := r.Replicas; p != nil {
+		skew := fmt.Sprintf("clocks skewed within ±%g%%", float64(p.MaxSkewPPM)/1e4)
+		if p.MaxSkewPPM == 0 {
+			skew = "clocks not skewed"
+		}
+		row("replicas", "%d of %d schedules ran %d replicas on one leased ledger: lease %gs, %s",
+			p.Schedules, r.Schedules, p.Replicas, p.LeaseSeconds, skew)
+		row("failover", "after a death:       %s", p.Death.line())
+		row("", "after a hand-over:   %s", p.Handover.line())
 	}
 	row("totals", "%d messages, %d replies, %d HTTP requests, %d agent lives", r.Messages, r.Replies, r.Requests, r.Lives)
 	row("interrupted", "%d messages consumed unanswered by an interrupt that reached their turn", r.Interrupted)

@@ -100,6 +100,8 @@ type aggregate struct {
 	doublePosts, lost  int
 	interrupted        int
 	violating, durable int
+	replicated         int
+	failovers          []Failover
 	firstBad           *Result
 	firstBadIndex      int
 	lines              []indexedLine
@@ -127,6 +129,9 @@ func (a *aggregate) add(i int, r Result, verbose bool) {
 	if r.Schedule.Durable {
 		one.durable = 1
 	}
+	if r.Schedule.Replicas >= 2 {
+		one.replicated, one.failovers = 1, r.Failovers
+	}
 	if verbose {
 		one.lines = []indexedLine{{i, summaryLine(r)}}
 	}
@@ -147,6 +152,8 @@ func (a *aggregate) merge(b *aggregate) {
 	a.interrupted += b.interrupted
 	a.violating += b.violating
 	a.durable += b.durable
+	a.replicated += b.replicated
+	a.failovers = append(a.failovers, b.failovers...)
 	if b.firstBad != nil && (a.firstBadIndex < 0 || b.firstBadIndex < a.firstBadIndex) {
 		a.firstBad, a.firstBadIndex = b.firstBad, b.firstBadIndex
 	}

@@ -28,6 +28,13 @@ type Schedule struct {
 	// the first messages are that old when they are served, and logic
 	// that compares a message's age with the agent's clock matters.
 	StartAfter time.Duration
+	// Replicas, when 2 or more, runs that many replicas of the agent at
+	// once, each a life after a life, sharing one ledger under a lease
+	// (see ReplicaAgent); zero or one runs a single agent.
+	Replicas int
+	// Skew is each replica's clock rate against the ledger's, in parts
+	// per million (replica i runs Skew[i] ppm fast; negative is slow).
+	Skew []int
 }
 
 // EventKind says what an Event does.
@@ -99,6 +106,21 @@ const (
 	// otherwise with an empty body) to a call that finds it empty. A Rate
 	// of zero lifts the throttle.
 	RateLimit
+	// Pause: the lease's holder (in a replicated schedule) is paused for
+	// Delay, as SIGSTOP, a long GC pause or a frozen VM would: it sends
+	// nothing new to Band or the ledger, and reads no answer, until it
+	// wakes; what it had sent travels on.
+	Pause
+	// LedgerOutage: the shared ledger is unreachable for Delay: every
+	// call of every replica fails, as while the database restarts.
+	LedgerOutage
+	// LoseLedgerAnswer: the next call to the shared ledger is applied and
+	// its answer lost.
+	LoseLedgerAnswer
+	// Handover: the lease's holder is stopped gracefully (a deploy): its
+	// context ends, it finishes and gives the lease up, and its replica
+	// starts again as a standby.
+	Handover
 )
 
 var eventNames = [...]string{
@@ -107,7 +129,8 @@ var eventNames = [...]string{
 	StaleNext: "stale-next", Interrupt: "interrupt", Stop: "stop", Play: "play",
 	DropSocket: "drop-socket", PushFault: "push-fault", Supersede: "supersede", Join: "join",
 	AppliedThen5xx: "applied-then-5xx", AnswerAfterGiveUp: "answer-after-give-up", RateLimit: "rate-limit",
-	ApplyLate: "apply-late",
+	ApplyLate: "apply-late", Pause: "pause", LedgerOutage: "ledger-outage", LoseLedgerAnswer: "lose-ledger-answer",
+	Handover: "handover",
 }
 
 // String names the kind as witnesses and traces spell it.
@@ -170,7 +193,7 @@ type Event struct {
 	RetryAfter string
 	Count      int           // ServerError: the burst's length; RateLimit: the bucket's size
 	Rate       float64       // RateLimit: calls a second
-	Delay      time.Duration // Latency, AnswerAfterGiveUp, ApplyLate and PushLate
+	Delay      time.Duration // Latency, AnswerAfterGiveUp, ApplyLate, PushLate, Pause and LedgerOutage
 	Push       PushMode      // control kinds and PushFault
 	PushEvent  string        // PushFault: the push it disturbs, e.g. "message_created"
 }
@@ -248,6 +271,14 @@ func (e Event) String() string {
 		} else {
 			b.WriteString("with an empty body")
 		}
+	case Pause:
+		fmt.Fprintf(&b, "pause the lease's holder for %s", e.Delay)
+	case LedgerOutage:
+		fmt.Fprintf(&b, "the ledger is unreachable for %s", e.Delay)
+	case LoseLedgerAnswer:
+		b.WriteString("the next ledger call is applied and its answer lost")
+	case Handover:
+		b.WriteString("the lease's holder hands over gracefully (stopped, then started again as a standby)")
 	case PushFault:
 		fmt.Fprintf(&b, "next %s push %s", e.PushEvent, e.Push)
 		if e.Push == PushLate {

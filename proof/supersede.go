@@ -30,7 +30,13 @@ func (l *life) noteSupersedeHeard() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.heard {
-		s.heard, s.at, s.tick = true, time.Now(), l.order.next()
+		// A paused process (Pause) reads its socket once it wakes: the
+		// grace it has to stop runs from then.
+		at := time.Now()
+		if wake := time.Unix(0, l.pausedUntil.Load()); wake.After(at) {
+			at = wake
+		}
+		s.heard, s.at, s.tick = true, at, l.order.next()
 	}
 }
 
@@ -77,17 +83,19 @@ func (l *life) workAfterSupersede() fakeband.Endpoint {
 // whether the schedule must go on to see it stop: a schedule never ends
 // with a superseded agent still running and no verdict on it.
 func (s *sim) checkSuperseded(now time.Time) (waiting bool) {
-	l := s.life
-	heard, at := l.supersedeHeard()
-	if !heard || l.exited() {
-		return false
+	for _, l := range s.slots {
+		heard, at := l.supersedeHeard()
+		if !heard || l.exited() || (s.reps != nil && l.leading.Load() == 0) {
+			continue // it stopped (a replica: it stopped leading and stands by)
+		}
+		if now.Sub(at) > supersedeGrace && s.failure == nil {
+			s.failure = &Violation{Invariant: SupersedeStops, Reason: fmt.Sprintf(
+				"the agent kept running %s after it was superseded (life %d): it must stop when another connection takes over", supersedeGrace, l.n)}
+			return false
+		}
+		waiting = true
 	}
-	if now.Sub(at) > supersedeGrace && s.failure == nil {
-		s.failure = &Violation{Invariant: SupersedeStops, Reason: fmt.Sprintf(
-			"the agent kept running %s after it was superseded (life %d): it must stop when another connection takes over", supersedeGrace, l.n)}
-		return false
-	}
-	return true
+	return waiting
 }
 
 // signals lists the control signals sent and the supersedes heard, for

@@ -1,11 +1,8 @@
 package anthropicmodel_test
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -13,108 +10,40 @@ import (
 
 	"github.com/band-once/bandonce/agentloop"
 	"github.com/band-once/bandonce/agentloop/anthropicmodel"
-	"github.com/band-once/bandonce/agentloop/fakemodel"
+	"github.com/band-once/bandonce/agentloop/internal/modeltest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func setup(t *testing.T, retries int) (*fakemodel.Server, *anthropicmodel.Model) {
-	t.Helper()
-	s, err := fakemodel.New(
-		agentloop.Response{ToolCalls: []agentloop.ToolCall{{Name: "refund", Arguments: json.RawMessage(`{"order":"o-1"}`)}}},
-		agentloop.Response{Text: "Refunded."},
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	c := anthropic.NewClient(option.WithBaseURL(s.URL), option.WithAPIKey("test-key"), option.WithMaxRetries(retries))
-	return s, &anthropicmodel.Model{Client: &c, Name: "fake-model"}
+var adapter = modeltest.Adapter{
+	New: func(url string, retries int) agentloop.Model {
+		c := anthropic.NewClient(option.WithBaseURL(url), option.WithAPIKey("test-key"), option.WithMaxRetries(retries))
+		return &anthropicmodel.Model{Client: &c, Name: "fake-model"}
+	},
+	ToolUseStop: "tool_use",
+	ToolErrors:  true,
+	Status: func(err error) (int, bool) {
+		var apiErr *anthropic.Error
+		if !errors.As(err, &apiErr) {
+			return 0, false
+		}
+		return apiErr.StatusCode, true
+	},
 }
 
-var first = agentloop.Request{
-	System: "be brief", MaxTokens: 256,
-	Turns: []agentloop.Turn{{Role: agentloop.RoleUser, Text: "refund o-1"}},
-	Tools: []agentloop.ToolSpec{{Name: "refund", Description: "Refund an order.",
-		Schema: json.RawMessage(`{"type":"object","properties":{"order":{"type":"string"}},"required":["order"],"additionalProperties":false}`)}},
-}
-
-// A turn through the SDK: a tool call, its result sent back paired with
-// the model's id, and the final answer; what the server decoded is what
-// the loop asked.
-func TestATurnRoundTripsThroughTheSDK(t *testing.T) {
-	s, m := setup(t, 0)
-	ctx := context.Background()
-	a, err := m.Complete(ctx, first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(a.ToolCalls) != 1 || a.ToolCalls[0].Name != "refund" || string(a.ToolCalls[0].Arguments) != `{"order":"o-1"}` || a.StopReason != "tool_use" {
-		t.Fatalf("step 1: %+v", a)
-	}
-	next := first
-	next.Turns = append(next.Turns, agentloop.Turn{Role: agentloop.RoleAssistant, ToolCalls: a.ToolCalls},
-		agentloop.Turn{Role: agentloop.RoleTool, ToolCallID: a.ToolCalls[0].ID, Text: "re_1", IsError: true})
-	b, err := m.Complete(ctx, next)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Text != "Refunded." || len(b.ToolCalls) != 0 {
-		t.Errorf("step 2: %+v", b)
-	}
-	reqs := s.Requests()
-	got := reqs[1]
-	if got.System != "be brief" || got.MaxTokens != 256 || len(got.Tools) != 1 || len(got.Turns) != 3 {
-		t.Fatalf("decoded: %+v", got)
-	}
-	var schema map[string]any
-	if err := json.Unmarshal(got.Tools[0].Schema, &schema); err != nil || schema["additionalProperties"] != false || schema["required"] == nil {
-		t.Errorf("the schema reached the server as %s", got.Tools[0].Schema)
-	}
-	if r := got.Turns[2]; r.Role != agentloop.RoleTool || r.ToolCallID != a.ToolCalls[0].ID || r.Text != "re_1" || !r.IsError {
-		t.Errorf("the tool result reached the server as %+v", r)
-	}
-}
+// A turn through the SDK: a tool call, its result (an error) sent back
+// paired with the model's id, and the final answer; what the server
+// decoded is what the loop asked.
+func TestATurnRoundTripsThroughTheSDK(t *testing.T) { modeltest.RoundTrip(t, adapter) }
 
 // The SDK's own retries ride out a 429 with Retry-After and a 5xx; the
 // answer is the script's step, once.
-func TestTheSDKRetriesA429AndA5xx(t *testing.T) {
-	s, m := setup(t, 2)
-	s.Inject(fakemodel.Fault{Status: 429, RetryAfter: 10 * time.Millisecond}, fakemodel.Fault{Status: 500})
-	a, err := m.Complete(context.Background(), first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(a.ToolCalls) != 1 || len(s.Requests()) != 3 || s.Answered()[1] != 1 {
-		t.Errorf("answer %+v after %d requests (answered %v), want step 1 after 3", a, len(s.Requests()), s.Answered())
-	}
-}
+func TestTheSDKRetriesA429AndA5xx(t *testing.T) { modeltest.Retries(t, adapter) }
 
 // With no retries left the error reaches the loop, which leaves the
 // message to be delivered again.
-func TestAnErrorPastTheRetriesIsReturned(t *testing.T) {
-	s, m := setup(t, 0)
-	s.Inject(fakemodel.Fault{Status: 529})
-	_, err := m.Complete(context.Background(), first)
-	var apiErr *anthropic.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 529 {
-		t.Errorf("err = %v, want the SDK's 529", err)
-	}
-}
+func TestAnErrorPastTheRetriesIsReturned(t *testing.T) { modeltest.ErrorPastTheRetries(t, adapter) }
 
 // A slow answer is cut off by the caller's context: an interrupt cancels
 // the HTTP call in flight.
-func TestCancellingTheContextEndsTheCallInFlight(t *testing.T) {
-	s, m := setup(t, 0)
-	s.Inject(fakemodel.Fault{Delay: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { _, err := m.Complete(ctx, first); errc <- err }()
-	for len(s.Requests()) == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Errorf("err = %v, want context.Canceled", err)
-	}
-}
+func TestCancellingTheContextEndsTheCallInFlight(t *testing.T) { modeltest.Cancel(t, adapter) }

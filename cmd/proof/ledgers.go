@@ -52,8 +52,13 @@ type durableConfig struct {
 // durable schedules' ledger cfg names.
 func durableAgent(cfg durableConfig) func(*proof.Schedule) (proof.Factory, func()) {
 	plain := proof.ShellAgent(proof.ShellConfig{})
+	replicas := proof.ReplicaAgent(proof.ReplicaConfig{})
 	return func(s *proof.Schedule) (proof.Factory, func()) {
 		switch {
+		case s.Replicas >= 2 && cfg.kind == ledgerPG:
+			return pgReplicaAgent(cfg, s)
+		case s.Replicas >= 2:
+			return replicas(s)
 		case s.Durable && cfg.kind == ledgerPG:
 			return pgAgent(cfg), nil
 		case s.Durable && cfg.kind == ledgerBolt:

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -51,6 +52,7 @@ type options struct {
 	verbose    bool
 	ledger     string
 	postgres   string // the database of -ledger pg
+	replicas   int    // replicas per schedule; 0 runs one agent
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -64,6 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "print the receipt as JSON")
 	fs.BoolVar(&o.verbose, "v", false, "print one line per schedule before the receipt")
 	fs.StringVar(&o.ledger, "ledger", string(ledgerMemory), "ledger durable schedules keep across kills: memory, bolt or pg")
+	fs.IntVar(&o.replicas, "replicas", 0, "run every schedule with this many replicas of the shell on one leased ledger (2 or more; 0 runs one shell)")
 	fs.StringVar(&o.postgres, "postgres", os.Getenv(postgresEnv), "PostgreSQL URL for -ledger pg (default $"+postgresEnv+"); the run works in a schema of its own and drops it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -79,6 +82,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	default:
 		return o, fmt.Errorf("-ledger must be memory, bolt or pg, not %q", o.ledger)
+	}
+	switch {
+	case o.replicas < 0 || o.replicas == 1:
+		return o, fmt.Errorf("-replicas must be 2 or more (or 0 for one shell)")
+	case o.replicas > 0 && ledgerKind(o.ledger) == ledgerBolt:
+		return o, fmt.Errorf("-replicas needs a ledger replicas can share: memory (the lease model) or pg, not bolt (one process's file)")
+	case o.replicas > 0 && o.exhaustive:
+		return o, fmt.Errorf("-replicas runs random schedules, not -exhaustive")
 	}
 	if o.schedules < 1 && !o.exhaustive {
 		return o, fmt.Errorf("-schedules must be at least 1")
@@ -159,12 +170,21 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 		Schedules:  o.schedules,
 		Exhaustive: o.exhaustive,
 		Verbose:    o.verbose,
-		Ledger:     ledgerDescription(ledgerKind(o.ledger)),
+		Ledger:     ledgerDescription(ledgerKind(o.ledger), o.replicas),
+		Gen:        proof.GenOptions{Replicas: o.replicas, NoSkew: o.replicas > 0 && ledgerKind(o.ledger) == ledgerPG},
+	}
+	if o.replicas > 0 && ledgerKind(o.ledger) == ledgerPG {
+		// Its time goes to PostgreSQL's answers and flushes, not the
+		// CPU: more schedules at once.
+		cfg.Workers = 4 * runtime.GOMAXPROCS(0)
 	}
 	if wd, err := os.Getwd(); err == nil {
 		cfg.Revision = gitRevision(wd)
 	}
 	shell := durableConfig{kind: ledgerKind(o.ledger)}
+	if o.replicas > 0 {
+		cfg.ReplayFlags = fmt.Sprintf("-replicas %d", o.replicas)
+	}
 	if shell.kind == ledgerBolt {
 		cfg.ReplayFlags = "-ledger bolt"
 		dir, err := os.MkdirTemp("", "bandonce-proof-")
@@ -176,7 +196,7 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 		shell.dir = dir
 	}
 	if shell.kind == ledgerPG {
-		cfg.ReplayFlags = "-ledger pg"
+		cfg.ReplayFlags = strings.TrimSpace("-ledger pg " + cfg.ReplayFlags)
 		drop, err := pgSchema(&shell, o.postgres)
 		if err != nil {
 			fmt.Fprintln(stderr, "proof:", err)
@@ -212,7 +232,15 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 	return rep.Held
 }
 
-func ledgerDescription(k ledgerKind) string {
+func ledgerDescription(k ledgerKind, replicas int) string {
+	if replicas > 0 {
+		switch k {
+		case ledgerPG:
+			return fmt.Sprintf("pg: every schedule's %d replicas share one pgledger in PostgreSQL (pgledger's RunLeader, lease and fencing; the database's now() is the schedule's virtual time)", replicas)
+		default:
+			return fmt.Sprintf("memory: every schedule's %d replicas share one leasemodel database (pgledger's lease and fencing SQL, in memory, held to it by internal/leasetest) and run pgledger's leader protocol on it", replicas)
+		}
+	}
 	kept := "one MemoryLedger across kills, reported durable (a kill loses no write that returned)"
 	switch k {
 	case ledgerBolt:

@@ -178,3 +178,33 @@ func TestVerboseReportsProgress(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Regexp(t, `proof: \d+/60 schedules\n`, stderr)
 }
+
+// -replicas N runs replicated schedules on the lease model, or on
+// pgledger in PostgreSQL, and the receipt says so with its failover lines.
+func TestReplicas(t *testing.T) {
+	o, err := parseFlags([]string{"-replicas", "2"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 2, o.replicas)
+	for _, bad := range [][]string{{"-replicas", "1"}, {"-replicas", "2", "-ledger", "bolt"}, {"-replicas", "2", "-exhaustive"}} {
+		_, err := parseFlags(bad, io.Discard)
+		assert.Error(t, err, "%v", bad)
+	}
+
+	var out bytes.Buffer
+	held := prove(t, options{seeds: []int64{5}, schedules: 12, ledger: "memory", replicas: 2}, &out, os.Stderr)
+	assert.True(t, held, out.String())
+	assert.Contains(t, out.String(), "replicas             12 of 12 schedules ran 2 replicas on one leased ledger")
+	assert.Contains(t, out.String(), "failover             after a death:")
+	assert.Contains(t, out.String(), "fenced-send")
+	assert.Contains(t, out.String(), "replay               go run ./cmd/proof -seed 5 -schedules 12 -replicas 2\n")
+
+	dsn := os.Getenv(postgresEnv)
+	if dsn == "" {
+		t.Skip(postgresEnv + " is not set: -ledger pg -replicas needs a PostgreSQL server (.ci/run starts one)")
+	}
+	out.Reset()
+	held = prove(t, options{seeds: []int64{5}, schedules: 12, ledger: "pg", postgres: dsn, replicas: 2}, &out, os.Stderr)
+	assert.True(t, held, out.String())
+	assert.Contains(t, out.String(), "clocks not skewed")
+	assert.Contains(t, out.String(), "replay               go run ./cmd/proof -seed 5 -schedules 12 -ledger pg -replicas 2\n")
+}

@@ -55,6 +55,7 @@ func stopEcho(t *testing.T, p *agentProc) string {
 // /context page of 100 more than 4 MiB. The guard asks again with fewer,
 // and every message is answered once.
 func TestEchoAnswersSixtyMessagesOf45KBInOneRoom(t *testing.T) {
+	t.Parallel() // one of the three slowest: it runs beside the others
 	bin, band, base := agentWorld(t, 23)
 	agent, ada := band.AddAgent("echo"), band.AddHuman("ada")
 	room := band.AddRoom("big", ada, agent.ID)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,9 +19,7 @@ import (
 // the "export NAME=value" lines it prints for its agent and itself.
 func fakebandLines(t *testing.T) map[string]string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "fakeband")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/fakeband").CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := buildFakeband(t)
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)

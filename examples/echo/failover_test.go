@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -81,9 +80,7 @@ type fakebandServer struct {
 
 func startFakebandServer(t *testing.T) *fakebandServer {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "fakeband")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/fakeband").CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := buildFakeband(t)
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
 	var stdout, stderr safebuf.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

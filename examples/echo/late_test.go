@@ -82,6 +82,7 @@ func TestALatePOSTPastTheRequestTimeoutGivesOnePost(t *testing.T) {
 // for 150 ms, so that a killed life's last POST lands after the next life
 // started. No message is answered twice.
 func TestALateApplyStormGivesNoDoubles(t *testing.T) {
+	t.Parallel() // one of the three slowest: it runs beside the others
 	const (
 		rooms    = 4
 		messages = 520 // 130 a room

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,16 +19,46 @@ import (
 	"github.com/band-once/bandonce/internal/safebuf"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// binDir holds the agent this test binary builds, once, for all its tests.
+var binDir string
 
-// buildEcho compiles this command once per test run.
-func buildEcho(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "echo")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, string(out))
-	return bin
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "echo-test")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		_ = os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
+
+var builds sync.Map // package path -> *buildOnce
+
+type buildOnce struct {
+	once sync.Once
+	bin  string
+	out  []byte
+	err  error
+}
+
+// build compiles a package of this module once per test run: every test
+// (and each of -count's runs) starts the same binary.
+func build(t testing.TB, pkg, name string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(pkg, &buildOnce{})
+	b := v.(*buildOnce)
+	b.once.Do(func() {
+		b.bin = filepath.Join(binDir, name)
+		b.out, b.err = exec.Command("go", "build", "-o", b.bin, pkg).CombinedOutput()
+	})
+	require.NoError(t, b.err, string(b.out))
+	return b.bin
+}
+
+// buildEcho compiles this command, once per test run.
+func buildEcho(t testing.TB) string { return build(t, ".", "echo") }
 
 // agentWorld builds the agent and serves a fake Band on loopback for it,
 // as users run the two: separate processes talking over TCP.

@@ -25,7 +25,7 @@ import (
 // memory, its requests once idle, and what a fake limited to 200 requests
 // a second makes of it. BANDONCE_SCALE_ROOMS sets the room count (1,000 by
 // default, so CI stays quick; the figures in docs/performance.md are for
-// 10,000 and 100,000), BANDONCE_SCALE_IDLE the idle window (15 s by
+// 10,000 and 100,000), BANDONCE_SCALE_IDLE the idle window (5 s by
 // default; a minute for the figures) and BANDONCE_SCALE_THROTTLED_ROOMS
 // the rooms of the rate-limited run (300 by default) and
 // BANDONCE_SCALE_DELAY how long each reply of the slow-handler run waits
@@ -35,8 +35,9 @@ func TestScaleManyRoomsAsProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs cmd/fakeband and the agent as processes over many rooms")
 	}
+	t.Parallel() // one of the three slowest: it runs beside the others
 	rooms := envInt(t, "BANDONCE_SCALE_ROOMS", 1000)
-	idle := envDuration(t, "BANDONCE_SCALE_IDLE", 15*time.Second)
+	idle := envDuration(t, "BANDONCE_SCALE_IDLE", 5*time.Second)
 	delay := envDuration(t, "BANDONCE_SCALE_DELAY", 2*time.Second)
 	echoBin := buildEcho(t)
 	fakeBin := buildFakeband(t)
@@ -172,13 +173,8 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 	return d
 }
 
-func buildFakeband(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "fakeband")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/fakeband").CombinedOutput()
-	require.NoError(t, err, string(out))
-	return bin
-}
+// buildFakeband compiles cmd/fakeband, once per test run.
+func buildFakeband(t *testing.T) string { return build(t, "../../cmd/fakeband", "fakeband") }
 
 // scaleScenario writes a scenario with one agent and rooms rooms, one
 // message waiting in each, and the rate limit if given.
