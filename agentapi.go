@@ -488,7 +488,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 	// Checked stays false: the room check a durable ledger gets (against
 	// the room's posts) says nothing of memories, tasks or rooms, so its
 	// "no record" for them is never taken as proof, and Band is read.
-	facts := lifecycle.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Attempt: t.attempt, DefaultKey: isDefault}
+	facts := lifecycle.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Attempt: t.attempt, DefaultKey: isDefault || derivedKey(t.msgID, w.key)}
 	for try := 0; ; try++ {
 		if lifecycle.Guard(facts) != lifecycle.PostNow {
 			v, found, err := w.find(ectx, w.key)

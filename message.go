@@ -69,6 +69,17 @@ type Reply struct {
 // DefaultKey is the dedup key of a reply whose DedupKey is empty.
 func DefaultKey(messageID string) string { return "msg:" + messageID }
 
+// derivedKey reports whether key names a unit of work of message
+// messageID alone: its default key, or a key under it
+// ("msg:<message id>:..."), as the default keys of sends, events and
+// writes are, and package agentloop's. No other message can have written
+// it, so on Band's first attempt of the message no earlier attempt can
+// have either, and its guard posts without a read.
+func derivedKey(messageID, key string) bool {
+	d := DefaultKey(messageID)
+	return key == d || (len(key) > len(d) && key[:len(d)] == d && key[len(d)] == ':')
+}
+
 // Body returns the content with every @[[uuid]] mention marker, and the
 // whitespace after it, removed, then trimmed.
 func (m *Message) Body() string { return StripMentions(m.Content) }
@@ -169,7 +180,7 @@ func (m *Message) Send(ctx context.Context, rep Reply) error {
 	}
 	return m.turn.emit(ctx, func(t *turn) effect {
 		if rep.DedupKey != "" {
-			return effect{key: rep.DedupKey, reply: &rep}
+			return effect{key: rep.DedupKey, defaultKey: derivedKey(t.msgID, rep.DedupKey), reply: &rep}
 		}
 		t.sends++
 		return effect{key: DefaultKey(t.msgID) + ":send:" + strconv.Itoa(t.sends), defaultKey: true, reply: &rep}
@@ -190,7 +201,7 @@ func (m *Message) Event(ctx context.Context, ev Event) error {
 	}
 	return m.turn.emit(ctx, func(t *turn) effect {
 		if ev.DedupKey != "" {
-			return effect{key: ev.DedupKey, event: &ev}
+			return effect{key: ev.DedupKey, defaultKey: derivedKey(t.msgID, ev.DedupKey), event: &ev}
 		}
 		t.events++
 		return effect{key: DefaultKey(t.msgID) + ":event:" + strconv.Itoa(t.events), defaultKey: true, event: &ev}

@@ -22,7 +22,7 @@ func (r *room) post(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 	if isDefault {
 		key = DefaultKey(m.ID)
 	}
-	dup, f := r.send(ctx, attempt, effect{key: key, msg: m.ID, inherited: r.inherited(m.ID), defaultKey: isDefault, reply: rep}, func(again bool) error {
+	dup, f := r.send(ctx, attempt, effect{key: key, msg: m.ID, inherited: r.inherited(m.ID), defaultKey: isDefault || derivedKey(m.ID, key), reply: rep}, func(again bool) error {
 		cause := r.ctl.commit(cy)
 		if (again || cy.resent) && cause == nil {
 			// The reply is not in the room: posting it again would be

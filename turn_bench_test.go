@@ -77,3 +77,58 @@ func BenchmarkTurn(b *testing.B) {
 	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/turn")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "turns/s")
 }
+
+// A key of the handler's own under the message's key ("msg:<id>:...", as
+// package agentloop's are) names work of that message alone, so a first
+// delivery writes under it without reading Band, as under a default key;
+// a key of any other shape is read for first.
+func TestAFirstDeliveryWritesUnderKeysDerivedFromTheMessageWithoutARead(t *testing.T) {
+	for _, derived := range []bool{true, false} {
+		t.Run(fmt.Sprintf("derived=%v", derived), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(t, 1)
+				room := w.rooms[0]
+				id := w.say(room, "refund order 17")
+				key := func(m *bandonce.Message, what string) string {
+					if derived {
+						return bandonce.DefaultKey(m.ID) + ":mine:" + what
+					}
+					return "mine:" + m.ID + ":" + what
+				}
+				stop := w.start(w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+					if err := m.Send(ctx, bandonce.Reply{Content: "on it", DedupKey: key(m, "send")}); err != nil {
+						return nil, err
+					}
+					if err := m.Event(ctx, bandonce.Event{Type: bandonce.EventThought, Content: "thinking", DedupKey: key(m, "event")}); err != nil {
+						return nil, err
+					}
+					if _, err := m.StoreMemory(ctx, bandonce.Memory{Content: "asked for a refund", System: "long_term", Type: "episodic",
+						Segment: "user", Thought: "to recall it", SubjectID: m.SenderID, DedupKey: key(m, "memory")}); err != nil {
+						return nil, err
+					}
+					task, err := m.CreateTask(ctx, bandonce.Task{Subject: "refund", DedupKey: key(m, "task")})
+					if err != nil {
+						return nil, err
+					}
+					if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Status: "completed", Comment: "done", DedupKey: key(m, "comment")}); err != nil {
+						return nil, err
+					}
+					return &bandonce.Reply{Content: "done", Mentions: []string{m.SenderID}, DedupKey: key(m, "reply")}, nil
+				}))
+				runFor(10 * time.Second)
+				require.NoError(t, stop())
+				assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+				reqs := w.band.Requests()
+				reads := reqs[fakeband.EndpointContext] + reqs[fakeband.EndpointMemories] + reqs[fakeband.EndpointTasks] + reqs[fakeband.EndpointTaskHistory]
+				if derived {
+					assert.Zero(t, reads, "no read: %v", reqs)
+				} else {
+					assert.Positive(t, reads, "a key of another shape is read for first")
+				}
+				assert.Len(t, w.replies(room), 2, "the send and the reply, once each")
+				assert.Len(t, w.band.Memories(), 1)
+				assert.Len(t, w.band.Tasks(room.ID), 1)
+			})
+		})
+	}
+}

@@ -22,17 +22,15 @@ const maxListed = 200
 
 // BandTools returns Band's tools for the model: send a message, report an
 // event (thought, tool_call, tool_result), list the room's participants
-// and the peers that may be added. Each is dispatched through the
-// Message's own method, so it keeps that method's guarantee: a message or
-// an event is posted at most once per room under a dedup key derived
-// from the call's place in the turn (Call.Key), and a redelivery that
-// replays the turn skips what was posted.
-//
-// Band's further agent API (memories, tasks) joins this list as Tools of
-// the same kind: Guarded when the Message method behind it carries its
-// own key, Journaled when it needs a Step.
+// and the peers that may be added, store a memory, create and update a
+// task on the room's board, and set the room's goal. Each is dispatched
+// through the Message's own method, so it keeps that method's guarantee:
+// a message, an event, a memory, a task or a comment is written at most
+// once per room under a dedup key derived from the call's place in the
+// turn (Call.Key), and a redelivery that replays the turn skips what was
+// written; a status or a goal is set again, with the effect of once.
 func BandTools() []Tool {
-	return []Tool{sendMessageTool(), sendEventTool(), participantsTool(), peersTool()}
+	return append([]Tool{sendMessageTool(), sendEventTool(), participantsTool(), peersTool()}, agentTools()...)
 }
 
 func sendMessageTool() Tool {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/band"
 )
 
 // Handler is the agent's tool loop, the shape an LLM agent's turn takes:
@@ -67,9 +68,22 @@ func Handler(pay Payments) bandonce.Handler {
 		}); err != nil {
 			return nil, err
 		}
-		confirmer, err := secondParticipant(ctx, m)
+		goal, summary := "Refunds", "Refund what the room asks for, once each."
+		if _, err := m.SetGoal(ctx, band.Goal{Title: &goal, Summary: &summary}); err != nil {
+			return nil, err
+		}
+		followUp, err := m.CreateRoom(ctx, "Refund "+order+": follow-up")
 		if err != nil {
 			return nil, err
+		}
+		sender, confirmer, err := whoIsWho(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		if sender.Handle != "" {
+			if _, err := m.AddContact(ctx, "@"+sender.Handle, "About "+order+": add me to reach me directly."); err != nil {
+				return nil, err
+			}
 		}
 		if err := m.Send(ctx, bandonce.Reply{
 			Content:  "Could you confirm refund " + string(receipt) + " of " + order + "?",
@@ -78,31 +92,38 @@ func Handler(pay Payments) bandonce.Handler {
 			return nil, err
 		}
 		return &bandonce.Reply{
-			Content:  "Refunded " + order + " (receipt " + string(receipt) + "); I asked for a confirmation.",
+			Content:  "Refunded " + order + " (receipt " + string(receipt) + "); I asked for a confirmation. Follow-up: room " + followUp.ID + ".",
 			Mentions: []string{m.SenderID},
 		}, nil
 	}
 }
 
-// secondParticipant is whom the agent asks to confirm: another participant
-// of the room than itself and the sender, mentioned by handle (Band
-// resolves it), or the sender when the room has no one else.
-func secondParticipant(ctx context.Context, m *bandonce.Message) (string, error) {
+// whoIsWho finds the sender among the room's participants, and whom the
+// agent asks to confirm: another participant than itself and the sender,
+// mentioned by handle (Band resolves it), or the sender when the room has
+// no one else.
+func whoIsWho(ctx context.Context, m *bandonce.Message) (sender band.Participant, confirmer string, err error) {
 	ps, err := m.Participants(ctx)
 	if err != nil {
-		return "", err
+		return band.Participant{}, "", err
 	}
 	me := m.Me().ID
+	sender.ID = m.SenderID
 	for _, p := range ps {
-		if p.ID == me || p.ID == m.SenderID {
-			continue
+		switch {
+		case p.ID == m.SenderID:
+			sender = p
+		case p.ID == me || confirmer != "":
+		case p.Handle != "":
+			confirmer = "@" + p.Handle
+		default:
+			confirmer = p.ID
 		}
-		if p.Handle != "" {
-			return "@" + p.Handle, nil
-		}
-		return p.ID, nil
 	}
-	return m.SenderID, nil
+	if confirmer == "" {
+		confirmer = m.SenderID
+	}
+	return sender, confirmer, nil
 }
 
 // orderOf reads the order a message is about: the word after "refund",

@@ -83,6 +83,17 @@ func runFake(ctx context.Context, out io.Writer, logger *slog.Logger) error {
 			fmt.Fprintf(out, "         %s: %s\n", names[c.AuthorID], firstLine(c.Text))
 		}
 	}
+	if bd, ok := fb.RoomBoard(room.ID); ok {
+		fmt.Fprintf(out, "goal:    %s: %s\n", bd.GoalTitle, bd.GoalSummary)
+	}
+	for _, r := range fb.CreatedRooms() {
+		fmt.Fprintf(out, "room:    %s opened %q\n", names[r.OwnerID], r.Title)
+	}
+	for _, e := range fb.Events() {
+		if e.Kind == fakeband.EventContactRequest {
+			fmt.Fprintf(out, "contact: %s asked %s\n", names[e.AgentID], names[e.Detail])
+		}
+	}
 	for _, mem := range fb.Memories() {
 		fmt.Fprintf(out, "memory:  about %s: %s\n", names[mem.SubjectID], mem.Content)
 	}

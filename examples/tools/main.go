@@ -3,8 +3,10 @@
 // the room's board and joins it, posts a thought event, a tool_call event,
 // refunds the order through a payment API (a journaled Step with an
 // idempotency key), posts a tool_result event, completes the task with a
-// comment, stores what it learned as a memory about the sender, asks a
-// second participant of the room to confirm, and answers the sender.
+// comment, stores what it learned as a memory about the sender, sets the
+// room's goal on its board, opens a titled follow-up room, sends the sender
+// a contact request, asks a second participant of the room to confirm, and
+// answers the sender.
 // Every one of those effects happens exactly once, however often the
 // process is killed and the message served again.
 //

@@ -4,202 +4,31 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce/fakeband"
-	"github.com/band-once/bandonce/internal/safebuf"
+	"github.com/band-once/bandonce/internal/killtest"
 )
-
-// buildTools compiles this command into dir.
-func buildTools(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tools")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, string(out))
-	return bin
-}
-
-// killProxy stands between the agent process and the two servers it
-// calls, the fake Band and the payment API, and numbers the requests of
-// one message's turn (from its processing mark to its processed mark). At
-// request at it SIGKILLs the agent: before forwarding it, or after the
-// server applied it and before the agent reads the answer.
-type killProxy struct {
-	band, payments *httputil.ReverseProxy
-	room, msg      string
-	at             int
-	after          bool
-
-	mu       sync.Mutex
-	counting bool
-	n        int
-	turn     []string // the turn's requests, in order
-	kill     func()
-	killed   bool
-}
-
-func newKillProxy(bandBase, paymentsBase, room, msg string, at int, after bool) *killProxy {
-	b, _ := url.Parse(bandBase)
-	b.Path = "" // the agent's paths carry the API prefix
-	p, _ := url.Parse(paymentsBase)
-	return &killProxy{band: reverse(b), payments: reverse(p), msg: msg, room: room, at: at, after: after}
-}
-
-// reverse proxies to target, whose path the request's path continues.
-func reverse(target *url.URL) *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(target)
-			r.Out.URL.Path = strings.TrimRight(target.Path, "/") + r.In.URL.Path
-			r.Out.URL.RawPath = ""
-		},
-		// A request cut off by the kill is expected, not news.
-		ErrorLog: log.New(io.Discard, "", 0),
-	}
-}
-
-func (k *killProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	next := http.Handler(k.band)
-	ours := false // a request of the turn's room or to the payment API
-	if p, ok := strings.CutPrefix(r.URL.Path, "/pay"); ok {
-		r.URL.Path, next, ours = p, k.payments, true
-	} else {
-		r.URL.Path = strings.TrimPrefix(r.URL.Path, "/band")
-		ours = strings.Contains(r.URL.Path, "/chats/"+k.room+"/") || strings.Contains(r.URL.Path, "/agent/memories")
-	}
-	k.mu.Lock()
-	if !k.killed && !k.counting && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages/"+k.msg+"/processing") {
-		k.counting = true
-	}
-	hit := false
-	if k.counting && ours {
-		k.n++
-		k.turn = append(k.turn, r.Method+" "+shortPath(r.URL.Path))
-		hit = k.n == k.at
-		if strings.HasSuffix(r.URL.Path, "/messages/"+k.msg+"/processed") {
-			k.counting = false
-		}
-	}
-	if hit {
-		k.counting, k.killed = false, true
-	}
-	kill := k.kill
-	k.mu.Unlock()
-	if hit && !k.after {
-		kill()
-		http.Error(w, "the agent is dead", http.StatusBadGateway)
-		return
-	}
-	if !hit {
-		next.ServeHTTP(w, r)
-		return
-	}
-	rec := httptest.NewRecorder()
-	next.ServeHTTP(rec, r) // the server applies it...
-	kill()                 // ...and the agent dies before it reads the answer
-	w.WriteHeader(http.StatusBadGateway)
-}
-
-func shortPath(p string) string {
-	parts := strings.Split(strings.Trim(p, "/"), "/")
-	for i, s := range parts {
-		if len(s) == 36 {
-			parts[i] = "{id}"
-		}
-	}
-	return strings.Join(parts, "/")
-}
-
-func (k *killProxy) requests() []string {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return append([]string(nil), k.turn...)
-}
-
-// agentProc is the tools agent running as a separate process.
-type agentProc struct {
-	cmd            *exec.Cmd
-	stdout, stderr safebuf.Buffer
-	done           chan struct{} // closed once the process has exited
-	err            error         // Wait's answer, once done is closed
-}
-
-func startAgent(t *testing.T, bin string, env []string) *agentProc {
-	t.Helper()
-	p := &agentProc{done: make(chan struct{})}
-	p.cmd = exec.Command(bin)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	require.NoError(t, p.cmd.Start())
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(p.sigkill)
-	return p
-}
-
-func (p *agentProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// sigkill kills the process, unless it already exited, and waits for it.
-func (p *agentProc) sigkill() {
-	if !p.exited() {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	}
-	<-p.done
-}
-
-// stop sends SIGTERM and returns how the process exited.
-func (p *agentProc) stop() error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	<-p.done
-	return p.err
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // turnRun is one refund request served by the agent process, killed at
 // request at of its turn (never, for at 0), then restarted.
 type turnRun struct {
 	band     *fakeband.Band
 	agent    fakeband.Agent
+	ada      fakeband.Human
 	room     fakeband.Room
 	msg      string
 	payments *PaymentsServer
-	proxy    *killProxy
+	proxy    *killtest.Proxy
 }
 
 func runTurn(t *testing.T, bin string, at int, after bool, ledger string) *turnRun {
@@ -217,7 +46,16 @@ func runTurn(t *testing.T, bin string, at int, after bool, ledger string) *turnR
 	msg, err := fb.Say(room.ID, ada.ID, "please refund order-17", agent.ID)
 	require.NoError(t, err)
 
-	proxy := newKillProxy(base, api.URL, room.ID, msg, at, after)
+	host, _ := url.Parse(base)
+	host.Path = "" // the agent's paths carry the API prefix
+	proxy := killtest.NewProxy(msg, at, after,
+		killtest.Upstream{Prefix: "/band", Target: host.String(), Counted: func(method, path string) bool {
+			// The turn's room, the memories and the contacts (the
+			// agent's own), and the rooms it creates.
+			return strings.Contains(path, "/chats/"+room.ID+"/") || strings.Contains(path, "/agent/memories") ||
+				strings.Contains(path, "/agent/contacts") || (method == http.MethodPost && strings.HasSuffix(path, "/agent/chats"))
+		}},
+		killtest.Upstream{Prefix: "/pay", Target: api.URL})
 	front := httptest.NewServer(proxy)
 	t.Cleanup(front.Close)
 	ws := strings.Replace(base, "http://", "ws://", 1) + "/socket/websocket"
@@ -229,19 +67,8 @@ func runTurn(t *testing.T, bin string, at int, after bool, ledger string) *turnR
 	if ledger != "" {
 		env = append(env, "TOOLS_LEDGER="+ledger)
 	}
-	p := startAgent(t, bin, env)
-	proxy.mu.Lock()
-	proxy.kill = p.sigkill
-	proxy.mu.Unlock()
-	if at > 0 {
-		eventually(t, "the kill", p.exited)
-		p = startAgent(t, bin, env) // the restart
-	}
-	eventually(t, "the agent serving", func() bool { return strings.Contains(p.stdout.String(), "tools: serving") })
-	eventually(t, "the message processed", func() bool { return fb.Status(agent.ID, msg) == fakeband.StatusProcessed })
-	require.NoError(t, p.stop(), "SIGTERM exits 0; stderr: %s", p.stderr.String())
-	assert.Empty(t, p.stderr.String(), "nothing on stderr unless asked")
-	return &turnRun{band: fb, agent: agent, room: room, msg: msg, payments: payments, proxy: proxy}
+	killtest.Serve(t, bin, env, proxy, "tools: serving", func() bool { return fb.Status(agent.ID, msg) == fakeband.StatusProcessed })
+	return &turnRun{band: fb, agent: agent, ada: ada, room: room, msg: msg, payments: payments, proxy: proxy}
 }
 
 func apiPath(base string) string {
@@ -284,6 +111,21 @@ func (r *turnRun) check(t *testing.T) {
 	var meta map[string]any
 	require.NoError(t, json.Unmarshal(memories[0].Metadata, &meta))
 	assert.Equal(t, prefix+":memory:1", meta["dedup_key"])
+	bd, ok := r.band.RoomBoard(r.room.ID)
+	assert.True(t, ok, "the room's goal is set")
+	assert.Equal(t, fakeband.Board{GoalTitle: "Refunds", GoalSummary: "Refund what the room asks for, once each.", Changes: 1}, bd, "the goal set once")
+	created := r.band.CreatedRooms()
+	if assert.Len(t, created, 1, "one follow-up room") {
+		assert.Regexp(t, `^Refund order-17: follow-up \[bo:[0-9a-f]{12}\]$`, created[0].Title)
+	}
+	asked := 0
+	for _, e := range r.band.Events() {
+		if e.Kind == fakeband.EventContactRequest {
+			assert.Equal(t, r.ada.ID, e.Detail, "the contact request goes to the sender")
+			asked++
+		}
+	}
+	assert.Equal(t, 1, asked, "one contact request")
 	assert.Equal(t, map[string]int{"order-17": 1}, r.payments.Refunds(), "one refund")
 	assert.Len(t, r.payments.Calls(), 1, "one idempotency key at every delivery")
 }
@@ -297,12 +139,12 @@ func TestToolsProcessSurvivesSIGKILLAtEveryRequestOfATurn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the agent as a process, dozens of times")
 	}
-	bin := buildTools(t)
+	bin := killtest.Build(t, "tools")
 	dry := runTurn(t, bin, 0, false, "")
 	dry.check(t)
-	turn := dry.proxy.requests()
+	turn := dry.proxy.Requests()
 	t.Logf("the turn's requests: %s", strings.Join(turn, ", "))
-	require.GreaterOrEqual(t, len(turn), 13, "processing, the task, its status, 3 events, the refund, the task's completion, the memory, participants, the question, the reply, processed")
+	require.GreaterOrEqual(t, len(turn), 16, "processing, the task, its status, 3 events, the refund, the task's completion, the memory, the goal, the follow-up room, participants, the contact request, the question, the reply, processed")
 	for _, ledger := range []string{"memory", "bolt"} {
 		for at := 1; at <= len(turn); at++ {
 			for _, after := range []bool{false, true} {
@@ -312,9 +154,7 @@ func TestToolsProcessSurvivesSIGKILLAtEveryRequestOfATurn(t *testing.T) {
 						path = filepath.Join(t.TempDir(), "agent.ledger")
 					}
 					r := runTurn(t, bin, at, after, path)
-					r.proxy.mu.Lock()
-					killed, seen := r.proxy.killed, r.proxy.n
-					r.proxy.mu.Unlock()
+					killed, seen := r.proxy.Killed()
 					require.True(t, killed, "the agent was killed at the turn's request %d", at)
 					require.Equal(t, at, seen, "the kill came at the turn's request %d", at)
 					r.check(t)
@@ -338,7 +178,8 @@ func TestFakeModePrintsTheTurn(t *testing.T) {
 	require.NoError(t, runFake(t.Context(), &out, slog.New(slog.DiscardHandler))) // nil would be slog.Default()
 	text := out.String()
 	for _, want := range []string{"[thought]", "[tool_call] refund(order-17)", "[tool_result] refunded order-17", "Could you confirm refund", "Refunded order-17", "payments: order-17 refunded 1 time(s)",
-		"board:   #1 Refund order-17 [completed]", "refunds: Refunded order-17, receipt", "memory:  about ada: Asked for a refund of order-17"} {
+		"board:   #1 Refund order-17 [completed]", "refunds: Refunded order-17, receipt", "memory:  about ada: Asked for a refund of order-17",
+		"goal:    Refunds: Refund what the room asks for, once each.", `room:    refunds opened "Refund order-17: follow-up [bo:`, "contact: refunds asked ada"} {
 		assert.Contains(t, text, want)
 	}
 }
