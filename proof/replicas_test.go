@@ -42,6 +42,18 @@ func TestTheReplicaStormsWitnessesHold(t *testing.T) {
 	}
 }
 
+// A holder superseded while it is paused, then paused longer, reads the
+// push only when it wakes at last: its grace to stop runs from then. The
+// prover once ran it from the wake it knew when the push arrived, and
+// failed the holder while it still slept (seed 1274721683, of CI's fresh
+// master seed 1274716391).
+func TestAHolderPausedAgainAfterASupersedeGetsItsGraceFromItsWake(t *testing.T) {
+	r := Simulate(t, Random(1274721683, GenOptions{Replicas: 2}), Options{})
+	assert.Nil(t, r.Violation)
+	assert.Equal(t, 3, r.Faults["pause_holder"], "the schedule still pauses the holder three times")
+	assert.Equal(t, 2, r.Faults["supersede"], "and supersedes it twice")
+}
+
 // Replicas that break the lease fail with FencedSend and a short witness
 // that replays: a holder that checks its lease nowhere (no fence on its
 // sends or writes, no stop when it is lost), and the same on a lease

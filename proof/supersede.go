@@ -88,6 +88,12 @@ func (s *sim) checkSuperseded(now time.Time) (waiting bool) {
 		if !heard || l.exited() || (s.reps != nil && l.leading.Load() == 0) {
 			continue // it stopped (a replica: it stopped leading and stands by)
 		}
+		// A pause drawn after the push was read (a paused holder paused
+		// again) keeps the process from acting until it wakes: its grace
+		// runs from then, not from the wake known when it read the push.
+		if wake := time.Unix(0, l.pausedUntil.Load()); wake.After(at) {
+			at = wake
+		}
 		if now.Sub(at) > supersedeGrace && s.failure == nil {
 			s.failure = &Violation{Invariant: SupersedeStops, Reason: fmt.Sprintf(
 				"the agent kept running %s after it was superseded (life %d): it must stop when another connection takes over", supersedeGrace, l.n)}
