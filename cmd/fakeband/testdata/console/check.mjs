@@ -104,6 +104,20 @@ async function shot(name) {
   if (shots) await page.screenshot({ path: join(shots, `console-${name}.png`) });
 }
 
+// scrollTo brings an entry into view for a screenshot. The live feed
+// redraws the timeline, so the element found may be replaced before the
+// scroll: find it again, a bounded number of times.
+async function scrollTo(locator) {
+  for (let i = 0; ; i++) {
+    try {
+      await locator.scrollIntoViewIfNeeded();
+      return;
+    } catch (err) {
+      if (i >= 50 || !/not attached/.test(String(err))) throw err;
+    }
+  }
+}
+
 // message is the timeline entry of the human message with this text.
 const message = (text) => page.locator(`li.item[data-sender-type="User"]`, { has: page.locator(".text", { hasText: text }) });
 const replyTo = (text) => page.locator(`li.item[data-sender-type="Agent"]`, { has: page.locator(".text", { hasText: `echo: ${text}` }) });
@@ -179,7 +193,7 @@ await step("arm a lost response on the reply POST: the guard keeps one reply", a
   await page.locator("#armed-list li", { hasText: "lose_response on post, request 1 (spent)" }).waitFor();
   await life("lost once").locator("summary").click();
   await life("lost once").locator(`li[data-endpoint="post"][data-outcome="lost"]`).waitFor();
-  await replyTo("lost once").scrollIntoViewIfNeeded();
+  await scrollTo(replyTo("lost once"));
   await expectAttr(message("lost once"), "data-replies", "1");
   await expectAttr(message("lost once"), "data-posted-twice", "false");
   const n = await replyTo("lost once").count();
@@ -204,7 +218,7 @@ await step("a reply posted twice gets the badge", async () => {
   await expectAttr(message("lost once"), "data-posted-twice", "true");
   await message("lost once").locator(".badge.twice", { hasText: "answered twice" }).waitFor();
   await page.locator(`li.item[data-copies="2"] .badge.twice`, { hasText: "posted 2 times" }).first().waitFor();
-  await message("lost once").scrollIntoViewIfNeeded();
+  await scrollTo(message("lost once"));
   await shot("posted-twice");
 });
 
@@ -234,7 +248,7 @@ await step("an agent's events appear in the timeline, each with its type", async
     await page.locator(`li.item.event[data-type="${type}"] .text`, { hasText: content }).waitFor();
   }
   await page.locator(`li.item.event[data-type="tool_call"] .badge.key`, { hasText: '{"tool":"lookup"}' }).waitFor();
-  await page.locator(`li.item.event[data-type="task"]`).scrollIntoViewIfNeeded();
+  await scrollTo(page.locator(`li.item.event[data-type="task"]`));
   await shot("events");
 });
 
