@@ -41,7 +41,11 @@ type scheduler struct {
 	mu    sync.Mutex
 	woken []*room       // wake-ups for the dispatcher to take in
 	again []*room       // catch-ups: a look that begins after the wake-up
-	kick  chan struct{} // buffered(1): woken has something
+	kick  chan struct{} // buffered(1): woken has something, or a slot is free for a room waiting
+	// wantSlot says that a ready room waits for a slot: the round that
+	// gives one back then kicks the dispatcher. Otherwise it does not, so
+	// a room alone does not wake the dispatcher as its handler starts.
+	wantSlot bool
 
 	work    chan *room     // dispatcher to idle workers
 	workers int            // how many live as long as the run: as many as slots
@@ -222,25 +226,45 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 	}
 }
 
-// takeSlot takes a slot for a new round if one is free.
+// takeSlot takes a slot for a new round if one is free. When none is, it
+// asks the next round that gives one back to kick the dispatcher, and
+// looks once more under the same lock: a slot given back before the ask
+// is taken now, one given back after it kicks.
 func (q *scheduler) takeSlot() bool {
 	select {
 	case q.slots <- struct{}{}:
 		return true
 	default:
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	select {
+	case q.slots <- struct{}{}:
+		return true
+	default:
+		q.wantSlot = true
 		return false
 	}
 }
 
 // handlerStarts gives back the slot of the round the room runs, if it
-// holds it, and lets the dispatcher start another round. The round calls
-// it as its handler starts; the dispatcher, as the round ends.
+// holds it, and lets the dispatcher start another round if a room waits
+// for one (see takeSlot). The round calls it as its handler starts; the
+// dispatcher, as the round ends.
 func (r *room) handlerStarts() {
-	if r.slot {
-		r.slot = false
-		<-r.q.slots
+	if !r.slot {
+		return
+	}
+	r.slot = false
+	q := r.q
+	q.mu.Lock()
+	<-q.slots
+	kick := q.wantSlot
+	q.wantSlot = false
+	q.mu.Unlock()
+	if kick {
 		select {
-		case r.q.kick <- struct{}{}:
+		case q.kick <- struct{}{}:
 		default:
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,9 +39,13 @@ type Band struct {
 	feed   feed       // the admin API's live feed (Options.Admin only)
 	log    requestLog // the agents' recent requests (Options.Admin only)
 	faults faultState
-	rate   limiter
-	nReq   int // request ids
-	nCtl   int // correlation ids of control pushes
+	// mayHold is whether a fault rule may hold a request (Delay,
+	// ApplyLate): while none may, HTTPClient serves a plain request on
+	// the caller's goroutine (see inlineTransport).
+	mayHold atomic.Bool
+	rate    limiter
+	nReq    int // request ids
+	nCtl    int // correlation ids of control pushes
 
 	sockets sockets
 

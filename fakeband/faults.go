@@ -193,6 +193,17 @@ func (b *Band) pickFaultLocked(ep Endpoint) *Fault {
 	return chosen
 }
 
+// holdsRequests reports whether a rule may hold a request before it is
+// answered, rather than answer it at once.
+func holdsRequests(rules []*faultRule) bool {
+	for _, r := range rules {
+		if r.Kind == Delay || r.Kind == ApplyLate {
+			return true
+		}
+	}
+	return false
+}
+
 // fires decides one matching request. draw is only called for
 // probabilistic rules, so Nth rules do not consume randomness.
 func fires(r *faultRule, draw func() float64) bool {

@@ -81,8 +81,10 @@ func (f *feed) publishLocked(e FeedEvent) {
 	}
 }
 
-// noteFaultsLocked publishes a fault or rate-limit change.
+// noteFaultsLocked publishes a fault or rate-limit change, and notes
+// whether a rule may now hold a request.
 func (b *Band) noteFaultsLocked() {
+	b.mayHold.Store(holdsRequests(b.faults.rules))
 	b.feed.publishLocked(FeedEvent{Seq: b.truth.seq, Kind: FeedFaults})
 }
 

@@ -13,14 +13,17 @@ import (
 // socket faults. Best effort, as Band's pushes are: no connection or no
 // join means the push is lost.
 func (b *Band) pushLocked(agentID, topic, event string, payload any) {
-	data, err := json.Marshal(payload)
-	if err != nil {
-		return
-	}
+	var data []byte // marshalled for the first connection that joined topic
 	for _, c := range b.sockets.byAgent[agentID] {
 		joinRef, joined := c.joins[topic]
 		if !joined {
 			continue
+		}
+		if data == nil {
+			var err error
+			if data, err = json.Marshal(payload); err != nil {
+				return
+			}
 		}
 		frame, err := phoenix.Encode(phoenix.Frame{JoinRef: joinRef, Topic: topic, Event: event, Payload: data})
 		if err != nil {

@@ -254,6 +254,11 @@ func (c *Client) mark(ctx context.Context, endpoint, chatID, msgID, verb string,
 	if err != nil {
 		return nil, nil, err
 	}
+	if res.status != http.StatusNoContent {
+		if m, ok := flatMark(res.body); ok {
+			return m, res, nil
+		}
+	}
 	m, err := decode[Mark](res)
 	if err != nil {
 		return nil, nil, err
