@@ -23,21 +23,26 @@ const canaryKey = "band_a_L3AKC4NARY0123456789abcdef"
 type verboseAgent struct {
 	cmd    *exec.Cmd
 	stderr safebuf.Buffer
-	done   chan error
+	done   chan error    // Wait's result, once
+	exited chan struct{} // closed when Wait has returned
 }
 
 func startVerbose(t *testing.T, bin string, env ...string) *verboseAgent {
 	t.Helper()
-	p := &verboseAgent{done: make(chan error, 1)}
+	p := &verboseAgent{done: make(chan error, 1), exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, "-v")
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = &p.stderr
 	require.NoError(t, p.cmd.Start())
-	go func() { p.done <- p.cmd.Wait() }()
+	go func() { p.done <- p.cmd.Wait(); close(p.exited) }()
+	// The cleanup learns of the exit from the channel, not from
+	// cmd.ProcessState, which Wait writes on its own goroutine.
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
+		select {
+		case <-p.exited:
+		default:
 			_ = p.cmd.Process.Kill()
-			<-p.done
+			<-p.exited
 		}
 	})
 	return p
