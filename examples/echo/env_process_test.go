@@ -62,19 +62,9 @@ func admin(t *testing.T, root, method, path, body string, into any) {
 // runExactly starts the echo agent with env as its whole environment.
 func runExactly(t *testing.T, bin string, env []string) *agentProc {
 	t.Helper()
-	p := &agentProc{done: make(chan error, 1)}
-	p.cmd = exec.Command(bin)
-	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	require.NoError(t, p.cmd.Start())
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
+	cmd := exec.Command(bin)
+	cmd.Env = env
+	return startCmd(t, cmd)
 }
 
 // Issue 11's acceptance: echo started with nothing but the lines fakeband

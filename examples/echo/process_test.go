@@ -81,7 +81,8 @@ type agentProc struct {
 	cmd    *exec.Cmd
 	stdout safebuf.Buffer // read while the process writes them
 	stderr safebuf.Buffer
-	done   chan error
+	done   chan error    // Wait's result, once
+	exited chan struct{} // closed when Wait has returned
 }
 
 func startAgent(t testing.TB, bin string, env ...string) *agentProc {
@@ -92,16 +93,27 @@ func startAgent(t testing.TB, bin string, env ...string) *agentProc {
 // startAgentWith starts the agent with command-line args.
 func startAgentWith(t testing.TB, bin string, args []string, env ...string) *agentProc {
 	t.Helper()
-	p := &agentProc{done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), env...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return startCmd(t, cmd)
+}
+
+// startCmd starts cmd with its output captured, and kills it at the
+// test's end if it still runs. The cleanup learns of the exit from a
+// channel, not from cmd.ProcessState, which Wait writes on its own
+// goroutine.
+func startCmd(t testing.TB, cmd *exec.Cmd) *agentProc {
+	t.Helper()
+	p := &agentProc{cmd: cmd, done: make(chan error, 1), exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	require.NoError(t, p.cmd.Start())
-	go func() { p.done <- p.cmd.Wait() }()
+	go func() { p.done <- p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
+		select {
+		case <-p.exited:
+		default:
 			_ = p.cmd.Process.Kill()
-			<-p.done
+			<-p.exited
 		}
 	})
 	return p

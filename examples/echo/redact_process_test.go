@@ -13,39 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce/fakeband"
-	"github.com/band-once/bandonce/internal/safebuf"
 )
 
 // canaryKey is recognisable in any output.
 const canaryKey = "band_a_L3AKC4NARY0123456789abcdef"
 
-// verboseAgent runs the agent with -v, its stderr readable as it runs.
-type verboseAgent struct {
-	cmd    *exec.Cmd
-	stderr safebuf.Buffer
-	done   chan error    // Wait's result, once
-	exited chan struct{} // closed when Wait has returned
-}
-
-func startVerbose(t *testing.T, bin string, env ...string) *verboseAgent {
+// startVerbose runs the agent with -v, its stderr readable as it runs.
+func startVerbose(t *testing.T, bin string, env ...string) *agentProc {
 	t.Helper()
-	p := &verboseAgent{done: make(chan error, 1), exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "-v")
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stderr = &p.stderr
-	require.NoError(t, p.cmd.Start())
-	go func() { p.done <- p.cmd.Wait(); close(p.exited) }()
-	// The cleanup learns of the exit from the channel, not from
-	// cmd.ProcessState, which Wait writes on its own goroutine.
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	return p
+	cmd := exec.Command(bin, "-v")
+	cmd.Env = append(os.Environ(), env...)
+	return startCmd(t, cmd)
 }
 
 func closedLoopbackAddr(t *testing.T) string {
