@@ -95,11 +95,7 @@ func testdata(t testing.TB, name string) string {
 // boundary of a message in turn (before the request reaches Band, and
 // after Band applied it), restarted each time: each reply is posted once.
 func TestRunSurvivesASIGKILLAtEveryRequestBoundary(t *testing.T) {
-	// A redelivery's guard reads the room once the killed life's sends
-	// have settled. Nothing here is applied late, so a window shorter
-	// than the verifier's stall keeps the kill at that read where it was
-	// drawn.
-	t.Setenv("BANDONCE_SETTLE_WINDOW", "1s")
+	t.Parallel()
 	bin := bandonceBin(t)
 	var scheds []*procverify.Schedule
 	add := func(name string, kills ...procverify.Event) {
@@ -121,7 +117,12 @@ func TestRunSurvivesASIGKILLAtEveryRequestBoundary(t *testing.T) {
 			procverify.Event{Kind: kind, Endpoint: fakeband.EndpointContext})
 	}
 	results, err := procverify.RunSchedules(context.Background(), procverify.Config{
-		Command: []string{bin, "run", "--", testdata(t, "echo.sh")},
+		// A redelivery's guard reads the room once the killed life's sends
+		// have settled. Nothing here is applied late, so a window shorter
+		// than the verifier's stall keeps the kill at that read where it
+		// was drawn. env(1) sets it over the verifier's own (t.Setenv
+		// would keep this test from running in parallel).
+		Command: []string{"env", "BANDONCE_SETTLE_WINDOW=1s", bin, "run", "--", testdata(t, "echo.sh")},
 	}, scheds)
 	require.NoError(t, err)
 	for _, r := range results {
@@ -138,6 +139,7 @@ func TestRunSurvivesASIGKILLAtEveryRequestBoundary(t *testing.T) {
 // is consumed and nothing is posted. (How long it takes, -grace and a
 // little, is BenchmarkRunInterruptEndsTheCommandsWholeGroup's to measure.)
 func TestRunInterruptEndsTheCommandsWholeGroup(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	pids := filepath.Join(t.TempDir(), "pids")
 	const grace = 400 * time.Millisecond
@@ -159,6 +161,7 @@ func TestRunInterruptEndsTheCommandsWholeGroup(t *testing.T) {
 // A stop ends the command and leaves its message for replay; play
 // answers it, once.
 func TestRunStopLeavesTheMessageAndPlayAnswersItOnce(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	pids := filepath.Join(t.TempDir(), "pids")
 	p := start(t, w.env("PIDS="+pids, "STUBBORN_FOR=1"), bin, "run", "-env", "PIDS,STUBBORN_FOR", "-grace", "200ms", "--", testdata(t, "stubborn.sh"))
@@ -244,6 +247,7 @@ func next(t *testing.T, c <-chan string) string {
 // Forward mode: an interrupt aborts the call and the remote receives the
 // cancel call naming the execution it was sent.
 func TestRunForwardTellsTheRemoteToCancelOnInterrupt(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	remote, url := newRemoteAgent(t)
 	remote.set(true)
@@ -274,6 +278,7 @@ func TestRunForwardTellsTheRemoteToCancelOnInterrupt(t *testing.T) {
 // Play never blocks the socket's receive path: the forward a play starts
 // hangs, and the stop sent after it still cancels it at once.
 func TestRunPlayDoesNotBlockTheNextSignal(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	remote, url := newRemoteAgent(t)
 	remote.set(true)
@@ -299,6 +304,7 @@ func TestRunPlayDoesNotBlockTheNextSignal(t *testing.T) {
 }
 
 func TestRunExitCodes(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	echo := testdata(t, "echo.sh")
 
@@ -325,6 +331,7 @@ func TestRunExitCodes(t *testing.T) {
 // The acceptance run: bandonce verify grades bandonce run with a
 // shell-script agent.
 func TestVerifyHoldsForRunWithAShellScript(t *testing.T) {
+	t.Parallel()
 	bin := bandonceBin(t)
 	p := start(t, nil, bin, "verify", "-json", "-schedules", "1", "--", bin, "run", "--", testdata(t, "echo.sh"))
 	code := p.wait(t, 3*time.Minute)
@@ -347,6 +354,7 @@ func TestVerifyHoldsForRunWithAShellScript(t *testing.T) {
 
 // -once answers what waits in every room and exits 0 by itself.
 func TestRunOnceDrainsEveryRoomAndExits(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	second := w.band.AddRoom("second", w.human, w.agent.ID)
 	ids := []string{w.say(t, "one"), w.say(t, "two")}
@@ -371,6 +379,7 @@ func TestRunOnceDrainsEveryRoomAndExits(t *testing.T) {
 // The command's stderr is logged, and the agent's key, given to it with
 // -pass-key, is scrubbed from it.
 func TestRunLogsTheCommandsStderrWithoutTheKey(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	script := filepath.Join(t.TempDir(), "leaky.sh")
 	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho \"my key is $BAND_API_KEY\" >&2\necho ok\n"), 0o755))
@@ -384,6 +393,7 @@ func TestRunLogsTheCommandsStderrWithoutTheKey(t *testing.T) {
 // A command's processes do not outlive its message, even one its child
 // left in a session of its own and abandoned.
 func TestRunLeavesNoProcessOfACommandBehind(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	pids := filepath.Join(t.TempDir(), "pids")
 	w.say(t, "one")
@@ -407,6 +417,7 @@ func writeScript(t *testing.T, body string) string {
 // nor Band's URLs nor anything else of bandonce run's own environment: only
 // DefaultEnv, what -env adds, and the message.
 func TestRunGivesTheCommandNoKeyAndAMinimalEnvironment(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	id := w.say(t, "print env")
 	p := start(t, w.env("DB_PASSWORD=hunter2hunter2", "EXTRA_OK=yes", "COPY_OF_KEY="+w.agent.Key, "BAND_REST_URL=http://127.0.0.1:1"),
@@ -428,6 +439,7 @@ func TestRunGivesTheCommandNoKeyAndAMinimalEnvironment(t *testing.T) {
 // refused and the message dead-lettered with a reason that does not quote
 // it. Nothing reaches the room, nothing reaches the log.
 func TestRunRefusesAReplyThatHoldsTheKey(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	id := w.say(t, "print env")
 	p := start(t, w.env(), bin, "run", "-once", "-pass-key", "--", writeScript(t, "env\n"))
@@ -455,6 +467,7 @@ func TestRunRefusesAReplyThatHoldsTheKey(t *testing.T) {
 // on stdout, never wedge the bridge: the stderr line is logged cut and the
 // message answered; the reply over 1 MiB is a permanent failure.
 func TestRunSurvivesACommandPrintingA2MiBLine(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	long := w.say(t, "stderr")
 	huge := w.say(t, "stdout")
