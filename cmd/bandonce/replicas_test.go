@@ -33,18 +33,18 @@ func TestVerifyHoldsForEchoRunAsTwoReplicas(t *testing.T) {
 	t.Parallel()
 	dsn := testPostgres(t)
 	bin, echo := bandonceBin(t), echoBin(t)
-	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-schedules", "2",
+	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-schedules", "1", "-parallel", "4",
 		"-check", "kill-after-post,pause-holder,hand-over,storm", "--", echo)
 	code := p.wait(t, 10*time.Minute)
 	out := p.stdout.String()
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
-	assert.Contains(t, out, "exactly-once held across 8 schedules: 0 double-posts, 0 lost messages")
+	assert.Contains(t, out, "exactly-once held across 4 schedules: 0 double-posts, 0 lost messages")
 	assert.Contains(t, out, "replicas             2 at once, lease 3s")
 	assert.Regexp(t, `fenced\s+[1-9]\d*\s+0\n`, out, "the fence was judged at changes of holder")
 	for _, cause := range []string{"death", "pause", "hand-over"} {
 		assert.Regexp(t, `after a `+cause+`: p50 \S+, p99 \S+, max \S+ \([1-9]\d*\)`, out, "failovers after a %s measured", cause)
 	}
-	assert.Contains(t, out, "replay               bandonce verify -seed 1 -schedules 2 -check kill-after-post,pause-holder,hand-over,storm -replicas 2 -- "+echo,
+	assert.Contains(t, out, "replay               bandonce verify -seed 1 -schedules 1 -check kill-after-post,pause-holder,hand-over,storm -replicas 2 -- "+echo,
 		"the replay repeats -replicas, never the database's URL")
 	assert.NotContains(t, out, dsn)
 }
@@ -57,7 +57,7 @@ func TestVerifyCatchesAReplicaWhoseWritesAreNotFenced(t *testing.T) {
 	t.Parallel()
 	dsn := testPostgres(t)
 	bin, agent := bandonceBin(t), replicaBin(t)
-	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-schedules", "3", "-shrink", "4",
+	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-schedules", "3", "-parallel", "3", "-shrink", "4",
 		"-check", "pause-holder", "--", agent, "-unfenced")
 	code := p.wait(t, 10*time.Minute)
 	out := p.stdout.String()
@@ -74,7 +74,7 @@ func TestVerifyHoldsForTheFencedReplicaUnderPauses(t *testing.T) {
 	t.Parallel()
 	dsn := testPostgres(t)
 	bin, agent := bandonceBin(t), replicaBin(t)
-	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-schedules", "3", "-check", "pause-holder", "--", agent)
+	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-schedules", "3", "-parallel", "3", "-check", "pause-holder", "--", agent)
 	code := p.wait(t, 10*time.Minute)
 	out := p.stdout.String()
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
