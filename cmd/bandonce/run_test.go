@@ -10,6 +10,7 @@ import (
 
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -98,9 +99,11 @@ func TestRunSurvivesASIGKILLAtEveryRequestBoundary(t *testing.T) {
 	t.Parallel()
 	bin := bandonceBin(t)
 	var scheds []*procverify.Schedule
+	drawn := map[string][]procverify.Event{} // each schedule's events as drawn, to run it again
 	add := func(name string, kills ...procverify.Event) {
 		events := []procverify.Event{{Kind: procverify.Say, Label: "r1m1"}, {Kind: procverify.Say, Label: "r1m2"}}
-		scheds = append(scheds, &procverify.Schedule{Check: name, Seed: int64(len(scheds) + 1), Rooms: 1, Events: append(events, kills...)})
+		sched := &procverify.Schedule{Check: name, Seed: int64(len(scheds) + 1), Rooms: 1, Events: append(events, kills...)}
+		scheds, drawn[name] = append(scheds, sched), slices.Clone(sched.Events)
 	}
 	for _, ep := range []fakeband.Endpoint{fakeband.EndpointNext, fakeband.EndpointProcessing, fakeband.EndpointPost, fakeband.EndpointProcessed} {
 		for _, kind := range []procverify.Kind{procverify.KillBefore, procverify.KillAfter} {
@@ -116,21 +119,50 @@ func TestRunSurvivesASIGKILLAtEveryRequestBoundary(t *testing.T) {
 			procverify.Event{Kind: procverify.KillAfter, Endpoint: fakeband.EndpointPost},
 			procverify.Event{Kind: kind, Endpoint: fakeband.EndpointContext})
 	}
-	results, err := procverify.RunSchedules(context.Background(), procverify.Config{
+	var mu sync.Mutex
+	var trace []string
+	cfg := procverify.Config{
 		// A redelivery's guard reads the room once the killed life's sends
 		// have settled. Nothing here is applied late, so a window shorter
 		// than the verifier's stall keeps the kill at that read where it
 		// was drawn. env(1) sets it over the verifier's own (t.Setenv
 		// would keep this test from running in parallel).
 		Command: []string{"env", "BANDONCE_SETTLE_WINDOW=1s", bin, "run", "--", testdata(t, "echo.sh")},
-	}, scheds)
-	require.NoError(t, err)
-	for _, r := range results {
-		kills := r.Faults["kill_before_send"] + r.Faults["kill_after_apply"]
-		assert.Equal(t, len(r.Schedule.Events)-2, kills, "%s: every kill fired", r.Schedule.Check)
-		assert.Nil(t, r.Violation, "%s: %v\n%s", r.Schedule.Check, r.Violation, strings.Join(r.Output, "\n"))
-		assert.Equal(t, 2, r.Replies, "%s: one reply per message", r.Schedule.Check)
-		assert.Greater(t, r.Lives, kills, "%s: restarted after every kill", r.Schedule.Check)
+		Trace:   func(line string) { mu.Lock(); trace = append(trace, line); mu.Unlock() },
+	}
+	// On a loaded machine the agent can stall (2 s without progress)
+	// before a kill's request comes: the verifier then kills it idle,
+	// which is not the boundary drawn. Such a schedule is run again, up
+	// to maxRuns times in all; every run of every schedule is judged.
+	const maxRuns = 3
+	pending := scheds
+	for run := 1; len(pending) > 0; run++ {
+		mu.Lock()
+		trace = nil
+		mu.Unlock()
+		results, err := procverify.RunSchedules(context.Background(), cfg, pending)
+		require.NoError(t, err)
+		pending = nil
+		for _, r := range results {
+			kills := r.Faults["kill_before_send"] + r.Faults["kill_after_apply"]
+			assert.Nil(t, r.Violation, "%s: %v\n%s", r.Schedule.Check, r.Violation, strings.Join(r.Output, "\n"))
+			assert.Equal(t, 2, r.Replies, "%s: one reply per message", r.Schedule.Check)
+			assert.Greater(t, r.Lives, kills, "%s: restarted after every kill", r.Schedule.Check)
+			if want := len(r.Schedule.Events) - 2; kills != want {
+				mu.Lock()
+				lines := slices.Clone(trace)
+				mu.Unlock()
+				lines = slices.DeleteFunc(lines, func(l string) bool { return !strings.HasPrefix(l, "["+r.Schedule.Check+" seed") })
+				if run < maxRuns {
+					t.Logf("%s: %d of %d kills fired at their request (run %d); again. Its trace:\n%s", r.Schedule.Check, kills, want, run, strings.Join(lines, "\n"))
+					again := *r.Schedule
+					again.Events = slices.Clone(drawn[again.Check])
+					pending = append(pending, &again)
+					continue
+				}
+				assert.Equal(t, want, kills, "%s: every kill fired at its request, in none of %d runs; the last:\n%s", r.Schedule.Check, maxRuns, strings.Join(lines, "\n"))
+			}
+		}
 	}
 }
 
@@ -333,7 +365,7 @@ func TestRunExitCodes(t *testing.T) {
 func TestVerifyHoldsForRunWithAShellScript(t *testing.T) {
 	t.Parallel()
 	bin := bandonceBin(t)
-	p := start(t, nil, bin, "verify", "-json", "-schedules", "1", "--", bin, "run", "--", testdata(t, "echo.sh"))
+	p := start(t, nil, bin, "verify", "-json", "-schedules", "1", "-parallel", "6", "--", bin, "run", "--", testdata(t, "echo.sh"))
 	code := p.wait(t, 3*time.Minute)
 	out := p.stdout.String()
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
