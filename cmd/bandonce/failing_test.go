@@ -71,6 +71,7 @@ func (w *runWorld) failedMarks(id string) int {
 // message waits between attempts and is answered once the service is
 // back, with no operator action.
 func TestRunAnswersOnceAfterADependencyDownForTwoSeconds(t *testing.T) {
+	t.Parallel()
 	bin := bandonceBin(t)
 	w := newRunWorld(t)
 	dep := newOrders(t)
@@ -105,6 +106,7 @@ func TestRunAnswersOnceAfterADependencyDownForTwoSeconds(t *testing.T) {
 // told once, the dead letter listed by the command, and answered once by a
 // replay once the service is back; a second replay posts nothing.
 func TestRunDeadLettersAfterALongOutageAndAReplayAnswersOnce(t *testing.T) {
+	t.Parallel()
 	bin := bandonceBin(t)
 	w := newRunWorld(t)
 	dep := newOrders(t)

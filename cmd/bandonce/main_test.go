@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,21 @@ import (
 
 var binDir string
 
+// parallel is how many tests run at once unless -parallel says. Most of
+// them wait on real time (quiet periods, settle windows, leases, an
+// agent's cadence) in processes that mostly sleep, so more of them run at
+// once than the machine has cores.
+const parallel = 8
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallel)); err != nil {
+			panic(err)
+		}
+	}
 	dir, err := os.MkdirTemp("", "bandonce-test")
 	if err != nil {
 		panic(err)

@@ -30,20 +30,21 @@ func testPostgres(t *testing.T) string {
 // rule holds, the fence is judged at every change of holder, and the
 // receipt reports the failovers it measured after each cause.
 func TestVerifyHoldsForEchoRunAsTwoReplicas(t *testing.T) {
+	t.Parallel()
 	dsn := testPostgres(t)
 	bin, echo := bandonceBin(t), echoBin(t)
-	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-schedules", "2",
+	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-schedules", "1", "-parallel", "4",
 		"-check", "kill-after-post,pause-holder,hand-over,storm", "--", echo)
 	code := p.wait(t, 10*time.Minute)
 	out := p.stdout.String()
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
-	assert.Contains(t, out, "exactly-once held across 8 schedules: 0 double-posts, 0 lost messages")
+	assert.Contains(t, out, "exactly-once held across 4 schedules: 0 double-posts, 0 lost messages")
 	assert.Contains(t, out, "replicas             2 at once, lease 3s")
 	assert.Regexp(t, `fenced\s+[1-9]\d*\s+0\n`, out, "the fence was judged at changes of holder")
 	for _, cause := range []string{"death", "pause", "hand-over"} {
 		assert.Regexp(t, `after a `+cause+`: p50 \S+, p99 \S+, max \S+ \([1-9]\d*\)`, out, "failovers after a %s measured", cause)
 	}
-	assert.Contains(t, out, "replay               bandonce verify -seed 1 -schedules 2 -check kill-after-post,pause-holder,hand-over,storm -replicas 2 -- "+echo,
+	assert.Contains(t, out, "replay               bandonce verify -seed 1 -schedules 1 -check kill-after-post,pause-holder,hand-over,storm -replicas 2 -- "+echo,
 		"the replay repeats -replicas, never the database's URL")
 	assert.NotContains(t, out, dsn)
 }
@@ -53,9 +54,10 @@ func TestVerifyHoldsForEchoRunAsTwoReplicas(t *testing.T) {
 // wakes mid-turn: the witness names the schedule, the process and the
 // request it sent after another replica took over.
 func TestVerifyCatchesAReplicaWhoseWritesAreNotFenced(t *testing.T) {
+	t.Parallel()
 	dsn := testPostgres(t)
 	bin, agent := bandonceBin(t), replicaBin(t)
-	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-schedules", "3", "-shrink", "4",
+	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-schedules", "3", "-parallel", "3", "-shrink", "4",
 		"-check", "pause-holder", "--", agent, "-unfenced")
 	code := p.wait(t, 10*time.Minute)
 	out := p.stdout.String()
@@ -69,9 +71,10 @@ func TestVerifyCatchesAReplicaWhoseWritesAreNotFenced(t *testing.T) {
 // The same replica with its writes fenced holds under the same pauses:
 // the test above catches the flag, not the pauses.
 func TestVerifyHoldsForTheFencedReplicaUnderPauses(t *testing.T) {
+	t.Parallel()
 	dsn := testPostgres(t)
 	bin, agent := bandonceBin(t), replicaBin(t)
-	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-schedules", "3", "-check", "pause-holder", "--", agent)
+	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-schedules", "3", "-parallel", "3", "-check", "pause-holder", "--", agent)
 	code := p.wait(t, 10*time.Minute)
 	out := p.stdout.String()
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
@@ -90,6 +93,7 @@ func slicesContain(lines []string, part string) bool {
 // Without -postgres, $BANDONCE_TEST_POSTGRES or PostgreSQL's server
 // programs, -replicas cannot run, and says what to pass or install.
 func TestVerifyReplicasWithoutPostgresSaysWhatToInstallOrPass(t *testing.T) {
+	t.Parallel()
 	bin := bandonceBin(t)
 	p := start(t, []string{postgresEnv + "=", postgresBinEnv + "=" + t.TempDir()}, bin, "verify", "-replicas", "2", "--", "true")
 	assert.Equal(t, exitCannot, p.wait(t, 30*time.Second))
@@ -100,6 +104,7 @@ func TestVerifyReplicasWithoutPostgresSaysWhatToInstallOrPass(t *testing.T) {
 }
 
 func TestVerifyReplicasRefusesWhatCannotWork(t *testing.T) {
+	t.Parallel()
 	bin := bandonceBin(t)
 	cases := []struct {
 		args []string
@@ -123,6 +128,7 @@ func TestVerifyReplicasRefusesWhatCannotWork(t *testing.T) {
 // PostgreSQL of its own on loopback from the machine's server programs,
 // and stops it when it is done.
 func TestVerifyReplicasStartsAndRemovesAThrowawayPostgres(t *testing.T) {
+	t.Parallel()
 	if _, err := serverBin(os.Getenv); err != nil {
 		t.Skip("PostgreSQL's server programs are not installed: " + err.Error())
 	}
@@ -142,6 +148,7 @@ func TestVerifyReplicasStartsAndRemovesAThrowawayPostgres(t *testing.T) {
 // Two copies of an agent that elects no holder both serve: the second one
 // to speak takes over, and the first one's next request is a fenced send.
 func TestVerifyReplicasCatchesAnAgentThatElectsNoHolder(t *testing.T) {
+	t.Parallel()
 	dsn := testPostgres(t)
 	bin, agent := bandonceBin(t), flawedBin(t)
 	p := start(t, nil, bin, "verify", "-replicas", "2", "-postgres", dsn, "-no-socket", "-check", "kill-after-post", "-schedules", "1", "-shrink", "8", "--", agent)

@@ -10,6 +10,7 @@ import (
 
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,16 +96,14 @@ func testdata(t testing.TB, name string) string {
 // boundary of a message in turn (before the request reaches Band, and
 // after Band applied it), restarted each time: each reply is posted once.
 func TestRunSurvivesASIGKILLAtEveryRequestBoundary(t *testing.T) {
-	// A redelivery's guard reads the room once the killed life's sends
-	// have settled. Nothing here is applied late, so a window shorter
-	// than the verifier's stall keeps the kill at that read where it was
-	// drawn.
-	t.Setenv("BANDONCE_SETTLE_WINDOW", "1s")
+	t.Parallel()
 	bin := bandonceBin(t)
 	var scheds []*procverify.Schedule
+	drawn := map[string][]procverify.Event{} // each schedule's events as drawn, to run it again
 	add := func(name string, kills ...procverify.Event) {
 		events := []procverify.Event{{Kind: procverify.Say, Label: "r1m1"}, {Kind: procverify.Say, Label: "r1m2"}}
-		scheds = append(scheds, &procverify.Schedule{Check: name, Seed: int64(len(scheds) + 1), Rooms: 1, Events: append(events, kills...)})
+		sched := &procverify.Schedule{Check: name, Seed: int64(len(scheds) + 1), Rooms: 1, Events: append(events, kills...)}
+		scheds, drawn[name] = append(scheds, sched), slices.Clone(sched.Events)
 	}
 	for _, ep := range []fakeband.Endpoint{fakeband.EndpointNext, fakeband.EndpointProcessing, fakeband.EndpointPost, fakeband.EndpointProcessed} {
 		for _, kind := range []procverify.Kind{procverify.KillBefore, procverify.KillAfter} {
@@ -120,16 +119,50 @@ func TestRunSurvivesASIGKILLAtEveryRequestBoundary(t *testing.T) {
 			procverify.Event{Kind: procverify.KillAfter, Endpoint: fakeband.EndpointPost},
 			procverify.Event{Kind: kind, Endpoint: fakeband.EndpointContext})
 	}
-	results, err := procverify.RunSchedules(context.Background(), procverify.Config{
-		Command: []string{bin, "run", "--", testdata(t, "echo.sh")},
-	}, scheds)
-	require.NoError(t, err)
-	for _, r := range results {
-		kills := r.Faults["kill_before_send"] + r.Faults["kill_after_apply"]
-		assert.Equal(t, len(r.Schedule.Events)-2, kills, "%s: every kill fired", r.Schedule.Check)
-		assert.Nil(t, r.Violation, "%s: %v\n%s", r.Schedule.Check, r.Violation, strings.Join(r.Output, "\n"))
-		assert.Equal(t, 2, r.Replies, "%s: one reply per message", r.Schedule.Check)
-		assert.Greater(t, r.Lives, kills, "%s: restarted after every kill", r.Schedule.Check)
+	var mu sync.Mutex
+	var trace []string
+	cfg := procverify.Config{
+		// A redelivery's guard reads the room once the killed life's sends
+		// have settled. Nothing here is applied late, so a window shorter
+		// than the verifier's stall keeps the kill at that read where it
+		// was drawn. env(1) sets it over the verifier's own (t.Setenv
+		// would keep this test from running in parallel).
+		Command: []string{"env", "BANDONCE_SETTLE_WINDOW=1s", bin, "run", "--", testdata(t, "echo.sh")},
+		Trace:   func(line string) { mu.Lock(); trace = append(trace, line); mu.Unlock() },
+	}
+	// On a loaded machine the agent can stall (2 s without progress)
+	// before a kill's request comes: the verifier then kills it idle,
+	// which is not the boundary drawn. Such a schedule is run again, up
+	// to maxRuns times in all; every run of every schedule is judged.
+	const maxRuns = 3
+	pending := scheds
+	for run := 1; len(pending) > 0; run++ {
+		mu.Lock()
+		trace = nil
+		mu.Unlock()
+		results, err := procverify.RunSchedules(context.Background(), cfg, pending)
+		require.NoError(t, err)
+		pending = nil
+		for _, r := range results {
+			kills := r.Faults["kill_before_send"] + r.Faults["kill_after_apply"]
+			assert.Nil(t, r.Violation, "%s: %v\n%s", r.Schedule.Check, r.Violation, strings.Join(r.Output, "\n"))
+			assert.Equal(t, 2, r.Replies, "%s: one reply per message", r.Schedule.Check)
+			assert.Greater(t, r.Lives, kills, "%s: restarted after every kill", r.Schedule.Check)
+			if want := len(r.Schedule.Events) - 2; kills != want {
+				mu.Lock()
+				lines := slices.Clone(trace)
+				mu.Unlock()
+				lines = slices.DeleteFunc(lines, func(l string) bool { return !strings.HasPrefix(l, "["+r.Schedule.Check+" seed") })
+				if run < maxRuns {
+					t.Logf("%s: %d of %d kills fired at their request (run %d); again. Its trace:\n%s", r.Schedule.Check, kills, want, run, strings.Join(lines, "\n"))
+					again := *r.Schedule
+					again.Events = slices.Clone(drawn[again.Check])
+					pending = append(pending, &again)
+					continue
+				}
+				assert.Equal(t, want, kills, "%s: every kill fired at its request, in none of %d runs; the last:\n%s", r.Schedule.Check, maxRuns, strings.Join(lines, "\n"))
+			}
+		}
 	}
 }
 
@@ -138,6 +171,7 @@ func TestRunSurvivesASIGKILLAtEveryRequestBoundary(t *testing.T) {
 // is consumed and nothing is posted. (How long it takes, -grace and a
 // little, is BenchmarkRunInterruptEndsTheCommandsWholeGroup's to measure.)
 func TestRunInterruptEndsTheCommandsWholeGroup(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	pids := filepath.Join(t.TempDir(), "pids")
 	const grace = 400 * time.Millisecond
@@ -159,6 +193,7 @@ func TestRunInterruptEndsTheCommandsWholeGroup(t *testing.T) {
 // A stop ends the command and leaves its message for replay; play
 // answers it, once.
 func TestRunStopLeavesTheMessageAndPlayAnswersItOnce(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	pids := filepath.Join(t.TempDir(), "pids")
 	p := start(t, w.env("PIDS="+pids, "STUBBORN_FOR=1"), bin, "run", "-env", "PIDS,STUBBORN_FOR", "-grace", "200ms", "--", testdata(t, "stubborn.sh"))
@@ -244,6 +279,7 @@ func next(t *testing.T, c <-chan string) string {
 // Forward mode: an interrupt aborts the call and the remote receives the
 // cancel call naming the execution it was sent.
 func TestRunForwardTellsTheRemoteToCancelOnInterrupt(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	remote, url := newRemoteAgent(t)
 	remote.set(true)
@@ -274,6 +310,7 @@ func TestRunForwardTellsTheRemoteToCancelOnInterrupt(t *testing.T) {
 // Play never blocks the socket's receive path: the forward a play starts
 // hangs, and the stop sent after it still cancels it at once.
 func TestRunPlayDoesNotBlockTheNextSignal(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	remote, url := newRemoteAgent(t)
 	remote.set(true)
@@ -299,6 +336,7 @@ func TestRunPlayDoesNotBlockTheNextSignal(t *testing.T) {
 }
 
 func TestRunExitCodes(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	echo := testdata(t, "echo.sh")
 
@@ -325,8 +363,9 @@ func TestRunExitCodes(t *testing.T) {
 // The acceptance run: bandonce verify grades bandonce run with a
 // shell-script agent.
 func TestVerifyHoldsForRunWithAShellScript(t *testing.T) {
+	t.Parallel()
 	bin := bandonceBin(t)
-	p := start(t, nil, bin, "verify", "-json", "-schedules", "1", "--", bin, "run", "--", testdata(t, "echo.sh"))
+	p := start(t, nil, bin, "verify", "-json", "-schedules", "1", "-parallel", "6", "--", bin, "run", "--", testdata(t, "echo.sh"))
 	code := p.wait(t, 3*time.Minute)
 	out := p.stdout.String()
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
@@ -347,6 +386,7 @@ func TestVerifyHoldsForRunWithAShellScript(t *testing.T) {
 
 // -once answers what waits in every room and exits 0 by itself.
 func TestRunOnceDrainsEveryRoomAndExits(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	second := w.band.AddRoom("second", w.human, w.agent.ID)
 	ids := []string{w.say(t, "one"), w.say(t, "two")}
@@ -371,6 +411,7 @@ func TestRunOnceDrainsEveryRoomAndExits(t *testing.T) {
 // The command's stderr is logged, and the agent's key, given to it with
 // -pass-key, is scrubbed from it.
 func TestRunLogsTheCommandsStderrWithoutTheKey(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	script := filepath.Join(t.TempDir(), "leaky.sh")
 	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho \"my key is $BAND_API_KEY\" >&2\necho ok\n"), 0o755))
@@ -384,6 +425,7 @@ func TestRunLogsTheCommandsStderrWithoutTheKey(t *testing.T) {
 // A command's processes do not outlive its message, even one its child
 // left in a session of its own and abandoned.
 func TestRunLeavesNoProcessOfACommandBehind(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	pids := filepath.Join(t.TempDir(), "pids")
 	w.say(t, "one")
@@ -407,6 +449,7 @@ func writeScript(t *testing.T, body string) string {
 // nor Band's URLs nor anything else of bandonce run's own environment: only
 // DefaultEnv, what -env adds, and the message.
 func TestRunGivesTheCommandNoKeyAndAMinimalEnvironment(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	id := w.say(t, "print env")
 	p := start(t, w.env("DB_PASSWORD=hunter2hunter2", "EXTRA_OK=yes", "COPY_OF_KEY="+w.agent.Key, "BAND_REST_URL=http://127.0.0.1:1"),
@@ -428,6 +471,7 @@ func TestRunGivesTheCommandNoKeyAndAMinimalEnvironment(t *testing.T) {
 // refused and the message dead-lettered with a reason that does not quote
 // it. Nothing reaches the room, nothing reaches the log.
 func TestRunRefusesAReplyThatHoldsTheKey(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	id := w.say(t, "print env")
 	p := start(t, w.env(), bin, "run", "-once", "-pass-key", "--", writeScript(t, "env\n"))
@@ -455,6 +499,7 @@ func TestRunRefusesAReplyThatHoldsTheKey(t *testing.T) {
 // on stdout, never wedge the bridge: the stderr line is logged cut and the
 // message answered; the reply over 1 MiB is a permanent failure.
 func TestRunSurvivesACommandPrintingA2MiBLine(t *testing.T) {
+	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	long := w.say(t, "stderr")
 	huge := w.say(t, "stdout")

@@ -36,6 +36,7 @@ func witness(receipt string) []string {
 }
 
 func TestVerifyHoldsForTheEchoExample(t *testing.T) {
+	t.Parallel()
 	bin, echo := bandonceBin(t), echoBin(t)
 	p := start(t, nil, bin, "verify", "-schedules", "2", "-check", "kill-after-post,lost-ack,interrupt,stop-and-play,supersede", "--", echo)
 	code := p.wait(t, 2*time.Minute)
@@ -48,6 +49,7 @@ func TestVerifyHoldsForTheEchoExample(t *testing.T) {
 }
 
 func TestVerifyCatchesAnUnguardedPythonPollerWithAMinimalWitness(t *testing.T) {
+	t.Parallel()
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 is not installed: the Python agent cannot run")
@@ -69,6 +71,7 @@ func TestVerifyCatchesAnUnguardedPythonPollerWithAMinimalWitness(t *testing.T) {
 }
 
 func TestVerifyCatchesAGoAgentThatAcknowledgesBeforeItPosts(t *testing.T) {
+	t.Parallel()
 	bin, agent := bandonceBin(t), flawedBin(t)
 	p := start(t, nil, bin, "verify", "-no-socket", "-check", "kill-before-post", "-schedules", "1", "--", agent, "-ack-first")
 	code := p.wait(t, 3*time.Minute)
@@ -79,6 +82,7 @@ func TestVerifyCatchesAGoAgentThatAcknowledgesBeforeItPosts(t *testing.T) {
 }
 
 func TestVerifyCatchesAnAgentThatTellsTheRoomItGaveUpOnAnAnsweredMessage(t *testing.T) {
+	t.Parallel()
 	bin, agent := bandonceBin(t), flawedBin(t)
 	p := start(t, nil, bin, "verify", "-no-socket", "-check", "kill-before-post", "-schedules", "1", "--", agent, "-tell-answered")
 	code := p.wait(t, 3*time.Minute)
@@ -90,6 +94,7 @@ func TestVerifyCatchesAnAgentThatTellsTheRoomItGaveUpOnAnAnsweredMessage(t *test
 // An agent that hears Band's signals and ignores them breaks the rule
 // each check is about, and the witness holds the signal at the claim.
 func TestVerifyCatchesAnAgentDeafToSignals(t *testing.T) {
+	t.Parallel()
 	bin, agent := bandonceBin(t), flawedBin(t)
 	for check, reason := range map[string]string{
 		"interrupt":     "interrupt-silence: r1m1's reply was sent after the interrupt reached the agent",
@@ -97,6 +102,7 @@ func TestVerifyCatchesAnAgentDeafToSignals(t *testing.T) {
 		"supersede":     "supersede: the agent (life 1)",
 	} {
 		t.Run(check, func(t *testing.T) {
+			t.Parallel()
 			p := start(t, nil, bin, "verify", "-check", check, "-schedules", "3", "-grace", "3s", "--", agent, "-deaf")
 			code := p.wait(t, 3*time.Minute)
 			out := p.stdout.String()
@@ -111,6 +117,7 @@ func TestVerifyCatchesAnAgentDeafToSignals(t *testing.T) {
 // the agent done with everything and leaves it nothing to send: a deaf agent is caught by still running, however early
 // the schedule runs out (CI once saw three such schedules pass).
 func TestVerifyCatchesADeafAgentSupersededLast(t *testing.T) {
+	t.Parallel()
 	check, ok := procverify.CheckNamed("supersede")
 	require.True(t, ok)
 	seed := int64(-1)
@@ -131,6 +138,7 @@ func TestVerifyCatchesADeafAgentSupersededLast(t *testing.T) {
 }
 
 func TestVerifyCannotRunSaysWhy(t *testing.T) {
+	t.Parallel()
 	bin := bandonceBin(t)
 	cases := []struct {
 		args []string
@@ -156,6 +164,7 @@ func TestVerifyCannotRunSaysWhy(t *testing.T) {
 // leaves a child in its group and one in a session of its own, in every
 // life; every pid is checked after bandonce verify exits.
 func TestVerifyLeavesNoProcessOfTheAgentBehind(t *testing.T) {
+	t.Parallel()
 	bin, echo, flawed := bandonceBin(t), echoBin(t), flawedBin(t)
 	spawner, err := filepath.Abs("testdata/spawner.sh")
 	require.NoError(t, err)
@@ -166,6 +175,7 @@ func TestVerifyLeavesNoProcessOfTheAgentBehind(t *testing.T) {
 		return p, pids
 	}
 	t.Run("held", func(t *testing.T) {
+		t.Parallel()
 		p, pids := run(t, echo)
 		require.Equal(t, exitOK, p.wait(t, 2*time.Minute), "stdout:\n%s\nstderr:\n%s", p.stdout.String(), p.stderr.String())
 		got := readPids(t, pids)
@@ -173,11 +183,13 @@ func TestVerifyLeavesNoProcessOfTheAgentBehind(t *testing.T) {
 		requireAllGone(t, got)
 	})
 	t.Run("violated", func(t *testing.T) {
+		t.Parallel()
 		p, pids := run(t, flawed, "-ack-first")
 		require.Equal(t, exitViolated, p.wait(t, 2*time.Minute), "stdout:\n%s\nstderr:\n%s", p.stdout.String(), p.stderr.String())
 		requireAllGone(t, readPids(t, pids))
 	})
 	t.Run("interrupted", func(t *testing.T) {
+		t.Parallel()
 		p, pids := run(t, echo)
 		deadline := time.Now().Add(30 * time.Second)
 		for len(readPids(t, pids)) < 6 { // the preflight's and the first schedule's
@@ -195,6 +207,7 @@ func TestVerifyLeavesNoProcessOfTheAgentBehind(t *testing.T) {
 // environment (BAND_* nor THENVOI_*) nor a URL off loopback, and the
 // receipt names what it withheld, never the values.
 func TestVerifyWithholdsSDKVariablesAndURLsOffLoopback(t *testing.T) {
+	t.Parallel()
 	bin, echo := bandonceBin(t), echoBin(t)
 	dir := t.TempDir()
 	dump := filepath.Join(dir, "env")
@@ -237,6 +250,7 @@ func TestVerifyWithholdsSDKVariablesAndURLsOffLoopback(t *testing.T) {
 // Each flag of the flawed agent breaks one rule, and bandonce verify names
 // that rule with a witness that starts with the message it concerns.
 func TestVerifyNamesTheRuleEachFlawBreaks(t *testing.T) {
+	t.Parallel()
 	bin, agent := bandonceBin(t), flawedBin(t)
 	for _, c := range []struct {
 		flag, check string
@@ -255,6 +269,7 @@ func TestVerifyNamesTheRuleEachFlawBreaks(t *testing.T) {
 		{"-remember", "kill-before-post", []string{"-shrink", "1"}, `no-double-write: a memory written twice under key "flawed:mem:[0-9a-f-]+"`, "no-double-write"},
 	} {
 		t.Run(c.flag, func(t *testing.T) {
+			t.Parallel()
 			args := append([]string{"verify", "-no-socket", "-check", c.check, "-schedules", "1"}, c.extra...) // a later -schedules wins
 			p := start(t, nil, bin, append(args, "--", agent, c.flag)...)
 			code := p.wait(t, 3*time.Minute)
@@ -277,6 +292,7 @@ func TestVerifyNamesTheRuleEachFlawBreaks(t *testing.T) {
 // an agent that stops and exits 0, as Band's Python SDK does, passes the
 // supersede check unless -supersede-exit asks for the convention.
 func TestVerifyJudgesASupersededExitCodeOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
 	bin, agent := bandonceBin(t), flawedBin(t)
 	p := start(t, nil, bin, "verify", "-check", "supersede", "-schedules", "2", "--", agent, "-polite")
 	code := p.wait(t, 2*time.Minute)
@@ -292,20 +308,24 @@ func TestVerifyJudgesASupersededExitCodeOnlyWhenAsked(t *testing.T) {
 
 // A correct agent with the habits of Band's Python SDK (4 s before its
 // first request, a 60 s retry cadence, exit 0 when superseded) passes at
-// the defaults, four schedules at a time: each run of a seed has ids and
-// a TMPDIR of its own, no life starts after a failure, no SIGTERM comes
-// before a life's first request, and the stall limit waits out the
-// cadence once per failure injected.
+// the defaults, every check's schedule at once: each run of a seed has
+// ids and a TMPDIR of its own, no life starts after a failure, no SIGTERM
+// comes before a life's first request, and the stall limit waits out the
+// cadence once per failure injected: seed 2's schedules inject lost
+// answers and a 429. The number of schedules and how many run at once
+// are not among the timings the agent's habits meet.
 func TestVerifyPassesAPatientAgentAtItsDefaults(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
-		t.Skip("the patient agent takes minutes: 36 schedules, some waiting out a 60 s cadence")
+		t.Skip("the patient agent takes over a minute: some schedules wait out a 60 s cadence")
 	}
 	bin, agent := bandonceBin(t), patientBin(t)
-	p := start(t, nil, bin, "verify", "-parallel", "4", "--", agent)
-	code := p.wait(t, 15*time.Minute)
+	p := start(t, nil, bin, "verify", "-seed", "2", "-schedules", "1", "-parallel", "12", "--", agent)
+	code := p.wait(t, 8*time.Minute)
 	out := p.stdout.String()
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
-	assert.Contains(t, out, "exactly-once held across 36 schedules")
+	assert.Contains(t, out, "exactly-once held across 12 schedules")
+	assert.Regexp(t, `(?m)^\s*(lost_response|server_5xx|throttle_429_retry_after)\s+[1-9]`, out, "a failure was injected: the agent waited out its cadence")
 	for _, rule := range []string{"supersede", "sigterm", "interrupt-silence", "stop-silence", "quiet"} {
 		assert.Regexp(t, `(?m)^\s*`+rule+`\s+[1-9]\d*\s+0$`, out, "%s was judged", rule)
 	}
@@ -316,11 +336,12 @@ func TestVerifyPassesAPatientAgentAtItsDefaults(t *testing.T) {
 // kill then hits the agent mid-turn) and no rule mistakes slowness for a
 // fault.
 func TestVerifyHoldsForTheEchoExampleAtSlowerTimings(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("every reply waits 2.5 s: a minute of schedules")
 	}
 	bin, echo := bandonceBin(t), echoBin(t)
-	p := start(t, []string{"ECHO_DELAY=2500ms"}, bin, "verify", "-schedules", "1", "--", echo)
+	p := start(t, []string{"ECHO_DELAY=2500ms"}, bin, "verify", "-schedules", "1", "-parallel", "6", "--", echo)
 	code := p.wait(t, 10*time.Minute)
 	out := p.stdout.String()
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, p.stderr.String())
