@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/band"
 	"github.com/band-once/bandonce/fakeband"
 )
 
@@ -23,6 +24,10 @@ func runFake(ctx context.Context, out io.Writer, logger *slog.Logger) error {
 	agent := fb.AddAgent("refunds")
 	ada, bea := fb.AddHuman("ada"), fb.AddHuman("bea")
 	room := fb.AddRoom("support", ada, agent.ID, bea.ID)
+	past, err := seedPast(ctx, fb, agent, ada)
+	if err != nil {
+		return err
+	}
 	payments := NewPaymentsServer()
 	api := httptest.NewServer(payments)
 	defer api.Close()
@@ -32,7 +37,7 @@ func runFake(ctx context.Context, out io.Writer, logger *slog.Logger) error {
 		BaseURL:    fb.BaseURL(),
 		SocketURL:  fb.SocketURL(),
 		HTTPClient: fb.HTTPClient(),
-		Handler:    Handler(&PaymentsClient{BaseURL: api.URL, HTTPClient: api.Client()}),
+		Handler:    Handler(&PaymentsClient{BaseURL: api.URL, HTTPClient: api.Client()}, past.Team),
 		Logger:     logger,
 	})
 	if err != nil {
@@ -89,18 +94,70 @@ func runFake(ctx context.Context, out io.Writer, logger *slog.Logger) error {
 	for _, r := range fb.CreatedRooms() {
 		fmt.Fprintf(out, "room:    %s opened %q\n", names[r.OwnerID], r.Title)
 	}
+	names[past.billing.ID], names[past.retired.ID] = past.billing.Name, past.retired.Name
 	for _, e := range fb.Events() {
-		if e.Kind == fakeband.EventContactRequest {
+		switch {
+		case e.Kind == fakeband.EventContactRequest && names[e.Detail] != "":
 			fmt.Fprintf(out, "contact: %s asked %s\n", names[e.AgentID], names[e.Detail])
+		case e.Kind == fakeband.EventContactRequest:
+			fmt.Fprintf(out, "contact: %s answered a request: %s\n", names[e.AgentID], strings.Fields(e.Detail)[1])
+		case e.Kind == fakeband.EventContactRemoved && e.AgentID == agent.ID:
+			fmt.Fprintf(out, "contact: %s removed %s\n", names[e.AgentID], names[e.Detail])
 		}
 	}
 	for _, mem := range fb.Memories() {
-		fmt.Fprintf(out, "memory:  about %s: %s\n", names[mem.SubjectID], mem.Content)
+		fmt.Fprintf(out, "memory:  about %s [%s]: %s\n", names[mem.SubjectID], mem.Status, mem.Content)
 	}
 	for order, n := range payments.Refunds() {
 		fmt.Fprintf(out, "payments: %s refunded %d time(s)\n", order, n)
 	}
 	return nil
+}
+
+// seedPast gives the agent a past: two memories about ada's order-17 from
+// an earlier conversation (a fact the refund will prove wrong and a note
+// the refund makes stale), a contact it no longer works with (billing-v1)
+// and a pending contact request from the agent that replaced it
+// (billing).
+func seedPast(ctx context.Context, fb *fakeband.Band, agent fakeband.Agent, ada fakeband.Human) (past, error) {
+	old, next := fb.AddAgent("billing-v1"), fb.AddAgent("billing")
+	if err := fb.AddContact(agent.ID, old.ID); err != nil {
+		return past{}, err
+	}
+	client := func(key string) (*band.Client, error) {
+		return band.New(band.Config{APIKey: key, BaseURL: fb.BaseURL(), HTTPClient: fb.HTTPClient()})
+	}
+	asker, err := client(next.Key)
+	if err != nil {
+		return past{}, err
+	}
+	if _, err := asker.AddContact(ctx, "@"+agent.Handle, "I took over refunds from billing-v1: add me to tell me of them."); err != nil {
+		return past{}, err
+	}
+	me, err := client(agent.Key)
+	if err != nil {
+		return past{}, err
+	}
+	for _, mem := range []band.NewMemory{
+		{Content: "order-17 may not be refunded: it was delivered intact.", Type: "semantic",
+			Thought: "The carrier reported the delivery."},
+		{Content: "ada waits for a decision on order-17; chase the carrier.", Type: "procedural",
+			Thought: "To follow the order up."},
+	} {
+		mem.System, mem.Segment, mem.SubjectID = "long_term", "user", ada.ID
+		mem.Metadata = map[string]any{"order": "order-17"}
+		if _, err := me.CreateMemory(ctx, mem); err != nil {
+			return past{}, err
+		}
+	}
+	return past{Team: Team{Billing: "@" + next.Handle, Retired: "@" + old.Handle}, billing: next, retired: old}, nil
+}
+
+// past is what seedPast made: the Team the handler works with, and its
+// two agents.
+type past struct {
+	Team
+	billing, retired fakeband.Agent
 }
 
 // waitProcessed polls the fake's ground truth until the message is

@@ -3,10 +3,12 @@
 // the room's board and joins it, posts a thought event, a tool_call event,
 // refunds the order through a payment API (a journaled Step with an
 // idempotency key), posts a tool_result event, completes the task with a
-// comment, stores what it learned as a memory about the sender, sets the
-// room's goal on its board, opens a titled follow-up room, sends the sender
-// a contact request, asks a second participant of the room to confirm, and
-// answers the sender.
+// comment, stores what it learned as a memory about the sender, supersedes
+// the memory the refund proved wrong and archives the one it made stale,
+// approves the contact request of the payment team's agent and removes the
+// agent it replaced, sets the room's goal on its board, opens a titled
+// follow-up room, sends the sender a contact request, asks a second
+// participant of the room to confirm, and answers the sender.
 // Every one of those effects happens exactly once, however often the
 // process is killed and the message served again.
 //
@@ -17,6 +19,8 @@
 //	BAND_WS_URL          the Phoenix socket (default derived from BAND_BASE_URL)
 //	TOOLS_PAYMENTS_URL   the payment API's root (required)
 //	TOOLS_LEDGER         a file for the durable ledger (default: in memory)
+//	TOOLS_BILLING        the payment team's agent, whose contact request it approves
+//	TOOLS_RETIRED        the agent TOOLS_BILLING replaced, which it removes from its contacts
 //
 // SIGINT or SIGTERM shut it down gracefully (exit 0). With -fake it plays
 // one request against the in-process fake Band and a fake payment API and
@@ -78,7 +82,8 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer, logger 
 	if err != nil {
 		return err
 	}
-	cfg.Handler = Handler(&PaymentsClient{BaseURL: paymentsURL})
+	team := Team{Billing: getenv("TOOLS_BILLING"), Retired: getenv("TOOLS_RETIRED")}
+	cfg.Handler = Handler(&PaymentsClient{BaseURL: paymentsURL}, team)
 	cfg.Logger = logger
 	if path := getenv("TOOLS_LEDGER"); path != "" {
 		// The ledger belongs to one agent: ask Band who this key is.
