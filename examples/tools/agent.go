@@ -9,6 +9,7 @@ import (
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/band"
+	"github.com/band-once/bandonce/internal/examplekit"
 )
 
 // Handler is the agent's tool loop, the shape an LLM agent's turn takes:
@@ -21,7 +22,7 @@ import (
 // second participant to confirm, and answers the sender. Every one of
 // those effects happens once, however often the process is killed and
 // the message served again.
-func Handler(pay Payments, team Team) bandonce.Handler {
+func Handler(pay examplekit.Payments, team Team) bandonce.Handler {
 	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		order := orderOf(m.Body())
 		task, err := m.CreateTask(ctx, bandonce.Task{Subject: "Refund " + order, Detail: "Requested in this room."})

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/examplekit"
 	"github.com/band-once/bandonce/internal/killtest"
 )
 
@@ -28,56 +27,34 @@ type turnRun struct {
 	room     fakeband.Room
 	msg      string
 	past     past
-	payments *PaymentsServer
+	payments *examplekit.PaymentsServer
 	proxy    *killtest.Proxy
 }
 
 func runTurn(t *testing.T, bin string, at int, after bool, ledger string) *turnRun {
 	t.Helper()
-	fb := fakeband.New(fakeband.Options{Seed: 11})
-	t.Cleanup(func() { _ = fb.Close() })
+	stage := examplekit.NewStage(11, "refunds", "ada", "bea")
+	t.Cleanup(stage.Close)
+	fb, agent, ada, room := stage.Band, stage.Agent, stage.Humans[0], stage.Room
 	base, err := fb.Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	agent := fb.AddAgent("refunds")
-	ada, bea := fb.AddHuman("ada"), fb.AddHuman("bea")
-	room := fb.AddRoom("support", ada, agent.ID, bea.ID)
-	past, err := seedPast(t.Context(), fb, agent, ada)
+	past, err := seedPast(t.Context(), stage)
 	require.NoError(t, err)
-	payments := NewPaymentsServer()
-	api := httptest.NewServer(payments)
-	t.Cleanup(api.Close)
 	msg, err := fb.Say(room.ID, ada.ID, "please refund order-17", agent.ID)
 	require.NoError(t, err)
 
-	host, _ := url.Parse(base)
-	host.Path = "" // the agent's paths carry the API prefix
-	proxy := killtest.NewProxy(msg, at, after,
-		killtest.Upstream{Prefix: "/band", Target: host.String(), Counted: func(method, path string) bool {
-			// The turn's room, the memories and the contacts (the
-			// agent's own), and the rooms it creates.
-			return strings.Contains(path, "/chats/"+room.ID+"/") || strings.Contains(path, "/agent/memories") ||
-				strings.Contains(path, "/agent/contacts") || (method == http.MethodPost && strings.HasSuffix(path, "/agent/chats"))
-		}},
-		killtest.Upstream{Prefix: "/pay", Target: api.URL})
-	front := httptest.NewServer(proxy)
-	t.Cleanup(front.Close)
-	ws := strings.Replace(base, "http://", "ws://", 1) + "/socket/websocket"
-	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + front.URL + "/band" + apiPath(base),
-		"BAND_WS_URL=" + ws, "TOOLS_PAYMENTS_URL=" + front.URL + "/pay",
-		"TOOLS_BILLING=" + past.Billing, "TOOLS_RETIRED=" + past.Retired,
-		// A restarted life waits this long before it reads the room for a
-		// send the killed one may have made: short, so the kills stay quick.
-		"BANDONCE_SETTLE_WINDOW=500ms"}
+	proxy, front, env := killtest.Front(t, base, agent.Key, msg, at, after, func(method, path string) bool {
+		// The turn's room, the memories and the contacts (the agent's
+		// own), and the rooms it creates.
+		return strings.Contains(path, "/chats/"+room.ID+"/") || strings.Contains(path, "/agent/memories") ||
+			strings.Contains(path, "/agent/contacts") || (method == http.MethodPost && strings.HasSuffix(path, "/agent/chats"))
+	}, killtest.Upstream{Prefix: "/pay", Target: stage.PaymentsURL})
+	env = append(env, "TOOLS_PAYMENTS_URL="+front+"/pay", "TOOLS_BILLING="+past.Billing, "TOOLS_RETIRED="+past.Retired)
 	if ledger != "" {
 		env = append(env, "TOOLS_LEDGER="+ledger)
 	}
 	killtest.Serve(t, bin, env, proxy, "tools: serving", func() bool { return fb.Status(agent.ID, msg) == fakeband.StatusProcessed })
-	return &turnRun{band: fb, agent: agent, ada: ada, room: room, msg: msg, past: past, payments: payments, proxy: proxy}
-}
-
-func apiPath(base string) string {
-	u, _ := url.Parse(base)
-	return u.Path
+	return &turnRun{band: fb, agent: agent, ada: ada, room: room, msg: msg, past: past, payments: stage.Payments, proxy: proxy}
 }
 
 // check asserts that every effect of the turn happened once.
