@@ -84,6 +84,9 @@ func TestContactEndpointsConformToBandsOpenAPIDocument(t *testing.T) {
 	require.Equal(t, 4, kinds[fakeband.EventContactRequest], "two requests sent, one approved, one cancelled")
 }
 
+// The operations on one room of the agent's, beyond its messages.
+var roomOperations = []string{"getAgentChat", "renameAgentChat"}
+
 // A room read and renamed by the agent: every documented status.
 func TestRoomReadAndRenameConformToBandsOpenAPIDocument(t *testing.T) {
 	doc, router := loadBandDocument(t)
@@ -107,7 +110,7 @@ func TestRoomReadAndRenameConformToBandsOpenAPIDocument(t *testing.T) {
 	} {
 		c.check(t, ex)
 	}
-	c.requireEveryDocumentedStatus(t, []string{"getAgentChat", "renameAgentChat"})
+	c.requireEveryDocumentedStatus(t, roomOperations)
 	renames := 0
 	for _, e := range f.b.Events() {
 		if e.Kind == fakeband.EventRename {

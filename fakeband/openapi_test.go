@@ -1,6 +1,7 @@
 package fakeband_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -150,6 +151,31 @@ func TestAgentEndpointsConformToBandsOpenAPIDocument(t *testing.T) {
 	}
 	next := c.operation(t, "getAgentNextMessage")
 	assert.Contains(t, next.Description, "204 No Content", "the 204 exception rests on the document's prose")
+}
+
+// Every agent operation of the document is one a conformance test above
+// exercises at every documented status: an operation Band adds to its
+// agent API is not served, or not checked, without this test saying so.
+func TestEveryAgentOperationOfTheDocumentIsChecked(t *testing.T) {
+	doc, _ := loadBandDocument(t)
+	checked := map[string]bool{}
+	for _, ops := range [][]string{agentOperations, toolOperations, boardOperations, contactOperations, roomOperations} {
+		for _, op := range ops {
+			assert.False(t, checked[op], "%s is checked by two tests", op)
+			checked[op] = true
+		}
+	}
+	agent := 0
+	for path, item := range doc.Paths.Map() {
+		if !strings.HasPrefix(path, "/api/v1/agent/") {
+			continue
+		}
+		for method, op := range item.Operations() {
+			agent++
+			assert.True(t, checked[op.OperationID], "%s %s (%s) is checked against the document", method, path, op.OperationID)
+		}
+	}
+	assert.Equal(t, len(checked), agent, "every operation checked is one of the document's agent API")
 }
 
 // The checker is not vacuous: a response with a missing field, a wrong

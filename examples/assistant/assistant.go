@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/band-once/bandonce/agentloop"
+	"github.com/band-once/bandonce/internal/examplekit"
 )
 
 // System is the assistant's instructions.
@@ -36,7 +37,7 @@ var orders = map[string]Order{
 // reads the shop's records, and refund, which moves money through the
 // payment API) and Band's tools (messages, events, participants, peers,
 // memories, the board's tasks and goal).
-func NewLoop(model agentloop.Model, pay Payments) *agentloop.Loop {
+func NewLoop(model agentloop.Model, pay examplekit.Payments) *agentloop.Loop {
 	return &agentloop.Loop{
 		Model:  model,
 		System: System,
@@ -72,7 +73,7 @@ func orderStatusTool() agentloop.Tool {
 // recorded and a replay does not call the API again; the call's
 // idempotency key (its place in the turn) covers the window between the
 // refund and the record, when a crash makes the step run again.
-func refundTool(pay Payments) agentloop.Tool {
+func refundTool(pay examplekit.Payments) agentloop.Tool {
 	return agentloop.Tool{
 		Name:        "refund",
 		Description: "Refund an order in full. Moves money: call it once per order.",

@@ -3,22 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
-	"net/http/httptest"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/agentloop"
 	"github.com/band-once/bandonce/agentloop/anthropicmodel"
 	"github.com/band-once/bandonce/agentloop/fakemodel"
-	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/examplekit"
 )
 
 // Script is the model's side of a refund of order-17, for the fake model
@@ -57,108 +52,29 @@ func anthropicOn(baseURL, apiKey string, opts ...option.RequestOption) *anthropi
 // prints the room, its board, the memory and what the model and the
 // payment API were asked.
 func runFake(ctx context.Context, out io.Writer, logger *slog.Logger) error {
-	fb := fakeband.New(fakeband.Options{Seed: 1})
-	defer fb.Close()
-	agent := fb.AddAgent("assistant")
-	ada := fb.AddHuman("ada")
-	room := fb.AddRoom("support", ada, agent.ID)
+	stage := examplekit.NewStage(1, "assistant", "ada")
+	defer stage.Close()
 	model, err := fakemodel.New(Script()...)
 	if err != nil {
 		return err
 	}
 	defer model.Close()
-	payments := NewPaymentsServer()
-	api := httptest.NewServer(payments)
-	defer api.Close()
 
-	shell, err := bandonce.New(bandonce.Config{
-		APIKey:     agent.Key,
-		BaseURL:    fb.BaseURL(),
-		SocketURL:  fb.SocketURL(),
-		HTTPClient: fb.HTTPClient(),
-		Handler:    NewLoop(anthropicOn(model.URL, "fake-key"), &PaymentsClient{BaseURL: api.URL, HTTPClient: api.Client()}).Handler(),
-		Logger:     logger,
-	})
-	if err != nil {
+	loop := NewLoop(anthropicOn(model.URL, "fake-key"), &examplekit.PaymentsClient{BaseURL: stage.PaymentsURL})
+	text := "Hi, my teapot (order-17) arrived broken, can I get a refund?"
+	if err := stage.Play(ctx, loop.Handler(), logger, text, 30*time.Second); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- shell.Run(ctx) }()
-
-	msg, err := fb.Say(room.ID, ada.ID, "Hi, my teapot (order-17) arrived broken, can I get a refund?", agent.ID)
-	if err == nil {
-		err = waitProcessed(ctx, fb, agent.ID, msg)
+	t := stage.Transcript(out, 10)
+	t.Room()
+	t.Board()
+	for _, mem := range stage.Band.Memories() {
+		t.Line("memory", "about %s: %s", stage.Names(mem.SubjectID), mem.Content)
 	}
-	cancel()
-	if runErr := <-done; runErr != nil {
-		return runErr
-	}
-	if err != nil {
-		return err
-	}
-	names := map[string]string{agent.ID: agent.Name, ada.ID: ada.Name}
-	type line struct {
-		seq  int
-		text string
-	}
-	var lines []line
-	for _, p := range fb.Posts(room.ID) {
-		to := ""
-		for _, id := range p.Mentions {
-			to += "@" + names[id] + " "
-		}
-		lines = append(lines, line{p.Seq, fmt.Sprintf("%-10s %s%s", names[p.SenderID]+":", to, bandonce.StripMentions(firstLine(p.Content)))})
-	}
-	for _, e := range fb.ChatEvents(room.ID) {
-		lines = append(lines, line{e.Seq, fmt.Sprintf("%-10s [%s] %s", names[e.SenderID]+":", e.MessageType, e.Content)})
-	}
-	sort.Slice(lines, func(i, j int) bool { return lines[i].seq < lines[j].seq })
-	for _, l := range lines {
-		fmt.Fprintln(out, l.text)
-	}
-	for _, t := range fb.Tasks(room.ID) {
-		status := "pending"
-		for _, a := range t.Assignments {
-			status = a.Status
-		}
-		fmt.Fprintf(out, "board:     #%d %s [%s]\n", t.Number, t.Subject, status)
-		for _, c := range t.Comments {
-			fmt.Fprintf(out, "           %s: %s\n", names[c.AuthorID], firstLine(c.Text))
-		}
-	}
-	for _, mem := range fb.Memories() {
-		fmt.Fprintf(out, "memory:    about %s: %s\n", names[mem.SubjectID], mem.Content)
-	}
-	for order, n := range payments.Refunds() {
-		fmt.Fprintf(out, "payments:  %s refunded %d time(s)\n", order, n)
-	}
+	t.Refunds()
 	answered := model.Answered()
 	for step := 1; step <= len(answered); step++ {
-		fmt.Fprintf(out, "model:     call %d made %d time(s)\n", step, answered[step])
+		t.Line("model", "call %d made %d time(s)", step, answered[step])
 	}
 	return nil
-}
-
-// waitProcessed polls the fake's ground truth until the message is
-// processed, or gives up after thirty seconds.
-func waitProcessed(ctx context.Context, fb *fakeband.Band, agentID, msgID string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for fb.Status(agentID, msgID) != fakeband.StatusProcessed {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the message was not processed in 30s (status %q)", fb.Status(agentID, msgID))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
-// firstLine drops the dedup marker line the shell appends to messages.
-func firstLine(s string) string {
-	first, _, _ := strings.Cut(s, "\n")
-	return first
 }

@@ -31,20 +31,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"os"
-	"os/signal"
-	"strings"
-	"syscall"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/openai/openai-go/v3"
 	openaioption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
@@ -52,32 +43,14 @@ import (
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/agentloop"
 	"github.com/band-once/bandonce/agentloop/openaimodel"
-	"github.com/band-once/bandonce/band"
-	"github.com/band-once/bandonce/boltledger"
-	"github.com/band-once/bandonce/pgledger"
+	"github.com/band-once/bandonce/internal/examplekit"
 )
 
 func main() {
-	fake := flag.Bool("fake", false, "play one request on the in-process fake Band and fake model, and print the room")
-	verbose := flag.Bool("v", false, "log what the shell does to stderr")
-	flag.Parse()
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	logger := slog.New(slog.DiscardHandler)
-	if *verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	var err error
-	if *fake {
-		err = runFake(ctx, os.Stdout, logger)
-	} else {
-		err = run(ctx, os.Getenv, os.Stdout, logger)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "assistant:", err)
-		os.Exit(1)
-	}
+	// -fake plays one request on the in-process fakes (runFake, in
+	// fake.go); otherwise run serves the agent the environment names.
+	// -v logs what the shell does to stderr.
+	examplekit.Command{Name: "assistant", Fake: runFake, Run: run}.Main()
 }
 
 // errNoModel is returned when no model API key is set.
@@ -132,87 +105,10 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer, logger 
 	if err != nil {
 		return err
 	}
-	cfg.Handler = NewLoop(model, &PaymentsClient{BaseURL: paymentsURL}).Handler()
+	cfg.Handler = NewLoop(model, &examplekit.PaymentsClient{BaseURL: paymentsURL}).Handler()
 	cfg.Logger = logger
-	serve := func(ctx context.Context, cfg bandonce.Config) error {
-		shell, err := bandonce.New(cfg)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(out, "assistant: serving; press Ctrl-C to stop")
-		err = shell.Run(ctx)
-		switch {
-		case errors.Is(err, bandonce.ErrUnauthorized):
-			return fmt.Errorf("the API key in BAND_API_KEY was rejected by Band: %w", err)
-		case errors.Is(err, bandonce.ErrSuperseded):
-			return errors.New("another connection of this agent took over; this one stops (run one per agent)")
-		}
-		return err
-	}
-	if err := withLedger(ctx, getenv, logger, cfg, serve); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "assistant: stopped")
-	return nil
-}
-
-// withLedger hands serve the configuration with the ledger
-// BANDONCE_LEDGER names: none (in memory), bolt:PATH, or a postgres://
-// URL, where this process serves while it holds the agent's lease.
-func withLedger(ctx context.Context, getenv func(string) string, logger *slog.Logger, cfg bandonce.Config, serve func(context.Context, bandonce.Config) error) error {
-	spec := getenv("BANDONCE_LEDGER")
-	path, bolt := strings.CutPrefix(spec, "bolt:")
-	switch {
-	case spec == "":
-		return serve(ctx, cfg)
-	case bolt, strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"):
-	default:
-		return fmt.Errorf("BANDONCE_LEDGER=%q is neither bolt:PATH nor a postgres:// URL", spec)
-	}
-	// The ledger belongs to one agent: ask Band who this key is.
-	agentID := cfg.AgentID
-	if agentID == "" {
-		client, err := band.New(band.Config{APIKey: cfg.APIKey, BaseURL: cfg.BaseURL, Logger: logger})
-		if err != nil {
-			return err
-		}
-		me, err := client.Me(ctx)
-		if err != nil {
-			return fmt.Errorf("asking Band who this agent is: %w", err)
-		}
-		agentID = me.ID
-	}
-	if bolt {
-		ledger, err := boltledger.Open(path, boltledger.Options{AgentID: agentID})
-		if err != nil {
-			return err
-		}
-		defer ledger.Close()
-		cfg.Ledger = ledger
-		return serve(ctx, cfg)
-	}
-	var lease time.Duration
-	if s := getenv("BANDONCE_LEASE_TIME"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("BANDONCE_LEASE_TIME=%q is not a positive Go duration such as 10s", s)
-		}
-		lease = d
-	}
-	pool, err := pgxpool.New(ctx, spec)
-	if err != nil {
-		return fmt.Errorf("BANDONCE_LEDGER is not a usable PostgreSQL URL: %w", err)
-	}
-	defer pool.Close()
-	store, err := pgledger.Open(ctx, pool, pgledger.Options{AgentID: agentID, LeaseTime: lease, Logger: logger})
-	if err != nil {
-		return err
-	}
-	return store.RunLeader(ctx, func(ctx context.Context, ledger *pgledger.Ledger) error {
-		// Once the lease is gone by this process's clock, nothing more
-		// reaches Band, not even a mark.
-		cfg.Ledger = ledger
-		cfg.HTTPClient = &http.Client{Transport: ledger.Transport(nil)}
-		return serve(ctx, cfg)
+	// BANDONCE_LEDGER: empty for memory, bolt:PATH, or a postgres:// URL.
+	return examplekit.WithLedger(ctx, getenv("BANDONCE_LEDGER"), getenv, logger, cfg, func(ctx context.Context, cfg bandonce.Config) error {
+		return examplekit.Serve(ctx, "assistant", cfg, out)
 	})
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/band-once/bandonce/agentloop/fakemodel"
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/examplekit"
 	"github.com/band-once/bandonce/internal/killtest"
 )
 
@@ -28,7 +27,7 @@ type turnRun struct {
 	room     fakeband.Room
 	msg      string
 	model    *fakemodel.Server
-	payments *PaymentsServer
+	payments *examplekit.PaymentsServer
 	proxy    *killtest.Proxy
 }
 
@@ -37,45 +36,28 @@ type turnRun struct {
 // (BANDONCE_LEDGER: "" for memory, bolt:PATH, a postgres:// URL).
 func runTurn(t *testing.T, bin string, at int, after bool, ledger string) *turnRun {
 	t.Helper()
-	fb := fakeband.New(fakeband.Options{Seed: 27})
-	t.Cleanup(func() { _ = fb.Close() })
+	stage := examplekit.NewStage(27, "assistant", "ada")
+	t.Cleanup(stage.Close)
+	fb, agent, ada, room := stage.Band, stage.Agent, stage.Humans[0], stage.Room
 	base, err := fb.Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	agent := fb.AddAgent("assistant")
-	ada := fb.AddHuman("ada")
-	room := fb.AddRoom("support", ada, agent.ID)
 	model, err := fakemodel.New(Script()...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = model.Close() })
-	payments := NewPaymentsServer()
-	api := httptest.NewServer(payments)
-	t.Cleanup(api.Close)
 	msg, err := fb.Say(room.ID, ada.ID, "Hi, my teapot (order-17) arrived broken, can I get a refund?", agent.ID)
 	require.NoError(t, err)
 
-	host, err := url.Parse(base)
-	require.NoError(t, err)
-	apiPath := host.Path
-	host.Path = "" // the agent's paths carry the API prefix
-	proxy := killtest.NewProxy(msg, at, after,
-		killtest.Upstream{Prefix: "/band", Target: host.String(), Counted: func(_, path string) bool {
-			return strings.Contains(path, "/chats/"+room.ID+"/") || strings.Contains(path, "/agent/memories")
-		}},
-		killtest.Upstream{Prefix: "/pay", Target: api.URL},
-		killtest.Upstream{Prefix: "/model", Target: model.URL})
-	front := httptest.NewServer(proxy)
-	t.Cleanup(front.Close)
-	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + front.URL + "/band" + apiPath,
-		"BAND_WS_URL=" + strings.Replace(base, "http://", "ws://", 1) + "/socket/websocket",
-		"ASSISTANT_PAYMENTS_URL=" + front.URL + "/pay",
-		"ANTHROPIC_API_KEY=fake-key", "ANTHROPIC_BASE_URL=" + front.URL + "/model/", "OPENAI_API_KEY=",
-		"BANDONCE_LEDGER=" + ledger,
-		// A restarted life waits this long before it reads the room for a
-		// send the killed one may have made, and (PostgreSQL) for the
-		// killed one's lease to run out: short, so the kills stay quick.
-		"BANDONCE_SETTLE_WINDOW=500ms", "BANDONCE_LEASE_TIME=1s"}
+	proxy, front, env := killtest.Front(t, base, agent.Key, msg, at, after, func(_, path string) bool {
+		return strings.Contains(path, "/chats/"+room.ID+"/") || strings.Contains(path, "/agent/memories")
+	}, killtest.Upstream{Prefix: "/pay", Target: stage.PaymentsURL}, killtest.Upstream{Prefix: "/model", Target: model.URL})
+	env = append(env, "ASSISTANT_PAYMENTS_URL="+front+"/pay",
+		"ANTHROPIC_API_KEY=fake-key", "ANTHROPIC_BASE_URL="+front+"/model/", "OPENAI_API_KEY=",
+		"BANDONCE_LEDGER="+ledger,
+		// With PostgreSQL, a restarted life waits for the killed one's
+		// lease to run out: short, so the kills stay quick.
+		"BANDONCE_LEASE_TIME=1s")
 	killtest.Serve(t, bin, env, proxy, "assistant: serving", func() bool { return fb.Status(agent.ID, msg) == fakeband.StatusProcessed })
-	return &turnRun{band: fb, agent: agent, ada: ada, room: room, msg: msg, model: model, payments: payments, proxy: proxy}
+	return &turnRun{band: fb, agent: agent, ada: ada, room: room, msg: msg, model: model, payments: stage.Payments, proxy: proxy}
 }
 
 // check asserts that every effect of the turn happened once: the reply,

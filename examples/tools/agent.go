@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"strings"
 
 	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/band"
+	"github.com/band-once/bandonce/internal/examplekit"
 )
 
 // Handler is the agent's tool loop, the shape an LLM agent's turn takes:
@@ -14,10 +17,12 @@ import (
 // completed with a comment), thinks (a thought event), calls a tool (a
 // tool_call event, then the refund itself as a journaled Step with the
 // payment API's idempotency key, then a tool_result event), stores what it
-// learned as a memory about the sender, asks a second participant to
-// confirm, and answers the sender. Every one of those effects happens
-// once, however often the process is killed and the message served again.
-func Handler(pay Payments) bandonce.Handler {
+// learned as a memory about the sender, retires what it knew of the
+// order before (see tidy), answers its team's contact requests, asks a
+// second participant to confirm, and answers the sender. Every one of
+// those effects happens once, however often the process is killed and
+// the message served again.
+func Handler(pay examplekit.Payments, team Team) bandonce.Handler {
 	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		order := orderOf(m.Body())
 		task, err := m.CreateTask(ctx, bandonce.Task{Subject: "Refund " + order, Detail: "Requested in this room."})
@@ -60,12 +65,19 @@ func Handler(pay Payments) bandonce.Handler {
 			Comment: "Refunded " + order + ", receipt " + string(receipt) + "."}); err != nil {
 			return nil, err
 		}
-		if _, err := m.StoreMemory(ctx, bandonce.Memory{
+		learned, err := m.StoreMemory(ctx, bandonce.Memory{
 			Content: "Asked for a refund of " + order + "; refunded with receipt " + string(receipt) + ".",
 			System:  "long_term", Type: "episodic", Segment: "user", SubjectID: m.SenderID,
 			Thought:  "A later request about " + order + " should know it was refunded.",
-			Metadata: map[string]any{"tags": []string{"refunds"}},
-		}); err != nil {
+			Metadata: map[string]any{"tags": []string{"refunds"}, "order": order},
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := tidy(ctx, m, order, learned.ID); err != nil {
+			return nil, err
+		}
+		if err := team.answer(ctx, m); err != nil {
 			return nil, err
 		}
 		goal, summary := "Refunds", "Refund what the room asks for, once each."
@@ -96,6 +108,85 @@ func Handler(pay Payments) bandonce.Handler {
 			Mentions: []string{m.SenderID},
 		}, nil
 	}
+}
+
+// tidy retires what the agent knew of order before this turn, now that
+// the refund settled it: a fact it learned was wrong (a semantic memory,
+// such as "order-17 may not be refunded") is superseded, a note gone stale
+// (any other memory about the order, such as a reminder to chase it) is
+// archived. Which memories those are is read once, as a journaled Step,
+// so a redelivery retires the ones the first delivery chose, not others:
+// both are changes of state, and a repeat leaves Band as one does.
+func tidy(ctx context.Context, m *bandonce.Message, order, keep string) error {
+	raw, err := m.Step(ctx, "retire-memories", func(ctx context.Context, _ string) ([]byte, error) {
+		known, err := m.Band().Memories(ctx, band.MemoryFilter{SubjectID: m.SenderID})
+		if err != nil {
+			return nil, err
+		}
+		var retire retirement
+		for _, mem := range known {
+			switch {
+			case mem.ID == keep || mem.Metadata["order"] != order:
+			case mem.Type == "semantic":
+				retire.Supersede = append(retire.Supersede, mem.ID)
+			default:
+				retire.Archive = append(retire.Archive, mem.ID)
+			}
+		}
+		return json.Marshal(retire)
+	})
+	if err != nil {
+		return err
+	}
+	var retire retirement
+	if err := json.Unmarshal(raw, &retire); err != nil {
+		return err
+	}
+	for _, id := range retire.Supersede {
+		if _, err := m.SupersedeMemory(ctx, id); err != nil {
+			return err
+		}
+	}
+	for _, id := range retire.Archive {
+		if _, err := m.ArchiveMemory(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// retirement is what tidy chose: the ids of the memories to supersede and
+// to archive.
+type retirement struct {
+	Supersede []string `json:"supersede"`
+	Archive   []string `json:"archive"`
+}
+
+// Team is the agents this one works with, by handle ("" for none): it
+// approves the contact request of Billing, the payment team's agent that
+// wants to hear of refunds, and ends its contact with Retired, the agent
+// Billing replaced.
+type Team struct {
+	Billing, Retired string
+}
+
+// answer approves Billing's contact request and removes Retired: changes
+// of state whose repeat Band recognises (the request already answered,
+// the contact already gone), made again at every delivery.
+func (team Team) answer(ctx context.Context, m *bandonce.Message) error {
+	if team.Billing != "" {
+		_, err := m.RespondToContactRequest(ctx, band.ContactApprove, team.Billing)
+		var apiErr *band.APIError
+		if err != nil && !(errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound) { // 404: Billing never asked
+			return err
+		}
+	}
+	if team.Retired != "" {
+		if err := m.RemoveContact(ctx, team.Retired); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // whoIsWho finds the sender among the room's participants, and whom the

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/examplekit"
 	"github.com/band-once/bandonce/internal/killtest"
 )
 
@@ -27,53 +26,35 @@ type turnRun struct {
 	ada      fakeband.Human
 	room     fakeband.Room
 	msg      string
-	payments *PaymentsServer
+	past     past
+	payments *examplekit.PaymentsServer
 	proxy    *killtest.Proxy
 }
 
 func runTurn(t *testing.T, bin string, at int, after bool, ledger string) *turnRun {
 	t.Helper()
-	fb := fakeband.New(fakeband.Options{Seed: 11})
-	t.Cleanup(func() { _ = fb.Close() })
+	stage := examplekit.NewStage(11, "refunds", "ada", "bea")
+	t.Cleanup(stage.Close)
+	fb, agent, ada, room := stage.Band, stage.Agent, stage.Humans[0], stage.Room
 	base, err := fb.Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	agent := fb.AddAgent("refunds")
-	ada, bea := fb.AddHuman("ada"), fb.AddHuman("bea")
-	room := fb.AddRoom("support", ada, agent.ID, bea.ID)
-	payments := NewPaymentsServer()
-	api := httptest.NewServer(payments)
-	t.Cleanup(api.Close)
+	past, err := seedPast(t.Context(), stage)
+	require.NoError(t, err)
 	msg, err := fb.Say(room.ID, ada.ID, "please refund order-17", agent.ID)
 	require.NoError(t, err)
 
-	host, _ := url.Parse(base)
-	host.Path = "" // the agent's paths carry the API prefix
-	proxy := killtest.NewProxy(msg, at, after,
-		killtest.Upstream{Prefix: "/band", Target: host.String(), Counted: func(method, path string) bool {
-			// The turn's room, the memories and the contacts (the
-			// agent's own), and the rooms it creates.
-			return strings.Contains(path, "/chats/"+room.ID+"/") || strings.Contains(path, "/agent/memories") ||
-				strings.Contains(path, "/agent/contacts") || (method == http.MethodPost && strings.HasSuffix(path, "/agent/chats"))
-		}},
-		killtest.Upstream{Prefix: "/pay", Target: api.URL})
-	front := httptest.NewServer(proxy)
-	t.Cleanup(front.Close)
-	ws := strings.Replace(base, "http://", "ws://", 1) + "/socket/websocket"
-	env := []string{"BAND_API_KEY=" + agent.Key, "BAND_BASE_URL=" + front.URL + "/band" + apiPath(base),
-		"BAND_WS_URL=" + ws, "TOOLS_PAYMENTS_URL=" + front.URL + "/pay",
-		// A restarted life waits this long before it reads the room for a
-		// send the killed one may have made: short, so the kills stay quick.
-		"BANDONCE_SETTLE_WINDOW=500ms"}
+	proxy, front, env := killtest.Front(t, base, agent.Key, msg, at, after, func(method, path string) bool {
+		// The turn's room, the memories and the contacts (the agent's
+		// own), and the rooms it creates.
+		return strings.Contains(path, "/chats/"+room.ID+"/") || strings.Contains(path, "/agent/memories") ||
+			strings.Contains(path, "/agent/contacts") || (method == http.MethodPost && strings.HasSuffix(path, "/agent/chats"))
+	}, killtest.Upstream{Prefix: "/pay", Target: stage.PaymentsURL})
+	env = append(env, "TOOLS_PAYMENTS_URL="+front+"/pay", "TOOLS_BILLING="+past.Billing, "TOOLS_RETIRED="+past.Retired)
 	if ledger != "" {
 		env = append(env, "TOOLS_LEDGER="+ledger)
 	}
 	killtest.Serve(t, bin, env, proxy, "tools: serving", func() bool { return fb.Status(agent.ID, msg) == fakeband.StatusProcessed })
-	return &turnRun{band: fb, agent: agent, ada: ada, room: room, msg: msg, payments: payments, proxy: proxy}
-}
-
-func apiPath(base string) string {
-	u, _ := url.Parse(base)
-	return u.Path
+	return &turnRun{band: fb, agent: agent, ada: ada, room: room, msg: msg, past: past, payments: stage.Payments, proxy: proxy}
 }
 
 // check asserts that every effect of the turn happened once.
@@ -107,10 +88,35 @@ func (r *turnRun) check(t *testing.T) {
 	assert.True(t, strings.HasSuffix(tasks[0].Comments[0].Text, "[dedup_key:"+prefix+":comment:1]"), tasks[0].Comments[0].Text)
 	assert.Equal(t, []fakeband.TaskAssignment{{AssigneeID: r.agent.ID, Status: "completed", ActiveForm: "refunding order-17"}}, tasks[0].Assignments)
 	memories := r.band.Memories()
-	require.Len(t, memories, 1, "one memory")
+	require.Len(t, memories, 3, "the two memories of the past and one new")
 	var meta map[string]any
-	require.NoError(t, json.Unmarshal(memories[0].Metadata, &meta))
+	require.NoError(t, json.Unmarshal(memories[2].Metadata, &meta))
 	assert.Equal(t, prefix+":memory:1", meta["dedup_key"])
+	assert.Equal(t, []string{"superseded", "archived", "active"}, []string{memories[0].Status, memories[1].Status, memories[2].Status},
+		"the wrong fact superseded, the stale note archived, the new memory active")
+	// What changed state did so once: a repeat (a redelivery replaying
+	// the journaled choice) leaves Band as one call does.
+	changes := map[string]int{}
+	for _, e := range r.band.Events() {
+		switch {
+		case e.Kind == fakeband.EventMemoryStatus:
+			changes["memory "+e.Detail]++
+		case e.Kind == fakeband.EventContactRequest && e.AgentID == r.agent.ID && strings.HasSuffix(e.Detail, " approved"):
+			changes["approved a request"]++
+		case e.Kind == fakeband.EventContactAdded && e.AgentID == r.agent.ID:
+			changes["contact added "+e.Detail]++
+		case e.Kind == fakeband.EventContactRemoved && e.AgentID == r.agent.ID:
+			changes["contact removed "+e.Detail]++
+		}
+	}
+	assert.Equal(t, map[string]int{
+		"memory " + memories[0].ID + " superseded": 1,
+		"memory " + memories[1].ID + " archived":   1,
+		"approved a request":                       1,
+		"contact added " + r.past.retired.ID:       1, // the past's
+		"contact added " + r.past.billing.ID:       1,
+		"contact removed " + r.past.retired.ID:     1,
+	}, changes, "each change of state once")
 	bd, ok := r.band.RoomBoard(r.room.ID)
 	assert.True(t, ok, "the room's goal is set")
 	assert.Equal(t, fakeband.Board{GoalTitle: "Refunds", GoalSummary: "Refund what the room asks for, once each.", Changes: 1}, bd, "the goal set once")
@@ -120,7 +126,7 @@ func (r *turnRun) check(t *testing.T) {
 	}
 	asked := 0
 	for _, e := range r.band.Events() {
-		if e.Kind == fakeband.EventContactRequest {
+		if e.Kind == fakeband.EventContactRequest && e.AgentID == r.agent.ID && !strings.Contains(e.Detail, " ") { // sent, not answered
 			assert.Equal(t, r.ada.ID, e.Detail, "the contact request goes to the sender")
 			asked++
 		}
@@ -144,7 +150,9 @@ func TestToolsProcessSurvivesSIGKILLAtEveryRequestOfATurn(t *testing.T) {
 	dry.check(t)
 	turn := dry.proxy.Requests()
 	t.Logf("the turn's requests: %s", strings.Join(turn, ", "))
-	require.GreaterOrEqual(t, len(turn), 16, "processing, the task, its status, 3 events, the refund, the task's completion, the memory, the goal, the follow-up room, participants, the contact request, the question, the reply, processed")
+	require.GreaterOrEqual(t, len(turn), 21, "processing, the task, its status, 3 events, the refund, the task's completion, the memory, "+
+		"the memories read, the supersede, the archive, the contact request answered, the contact removed, "+
+		"the goal, the follow-up room, participants, the contact request, the question, the reply, processed")
 	for _, ledger := range []string{"memory", "bolt"} {
 		for at := 1; at <= len(turn); at++ {
 			for _, after := range []bool{false, true} {
@@ -178,7 +186,9 @@ func TestFakeModePrintsTheTurn(t *testing.T) {
 	require.NoError(t, runFake(t.Context(), &out, slog.New(slog.DiscardHandler))) // nil would be slog.Default()
 	text := out.String()
 	for _, want := range []string{"[thought]", "[tool_call] refund(order-17)", "[tool_result] refunded order-17", "Could you confirm refund", "Refunded order-17", "payments: order-17 refunded 1 time(s)",
-		"board:   #1 Refund order-17 [completed]", "refunds: Refunded order-17, receipt", "memory:  about ada: Asked for a refund of order-17",
+		"board:   #1 Refund order-17 [completed]", "refunds: Refunded order-17, receipt", "memory:  about ada [active]: Asked for a refund of order-17",
+		"memory:  about ada [superseded]: order-17 may not be refunded", "memory:  about ada [archived]: ada waits for a decision on order-17",
+		"contact: refunds answered a request: approved", "contact: refunds removed billing-v1",
 		"goal:    Refunds: Refund what the room asks for, once each.", `room:    refunds opened "Refund order-17: follow-up [bo:`, "contact: refunds asked ada"} {
 		assert.Contains(t, text, want)
 	}

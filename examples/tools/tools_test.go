@@ -35,7 +35,7 @@ func (p verifyPayments) Refund(ctx context.Context, idempotencyKey, order string
 // errors, interrupts, stops, supersede and the storm.
 func TestToolsAgentIsExactlyOnce(t *testing.T) {
 	res := verify.ExactlyOnce(t, verify.Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-		return Handler(verifyPayments{x: verify.ExternalFrom(ctx), message: m.ID})(ctx, m)
+		return Handler(verifyPayments{x: verify.ExternalFrom(ctx), message: m.ID}, Team{})(ctx, m)
 	}))
 	t.Logf("%d schedules", res.Schedules)
 }

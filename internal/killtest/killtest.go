@@ -100,6 +100,33 @@ func reverse(target *url.URL) *httputil.ReverseProxy {
 	}
 }
 
+// Front stands a proxy for message msg's turn (see NewProxy) in front of
+// a fake Band listening at base (its REST root, as fakeband's Listen
+// returns it), under /band, where counted says which of Band's requests
+// belong to the turn, and of the other upstreams. It returns the proxy,
+// its root URL (the other upstreams are under it at their prefix) and the
+// environment that points the agent at it: BAND_API_KEY (key),
+// BAND_BASE_URL through the proxy, BAND_WS_URL straight to the fake (the
+// socket is not counted), and a short BANDONCE_SETTLE_WINDOW, the wait
+// of a restarted life before it reads the room for a send the killed one
+// may have made, so the kills stay quick.
+func Front(t testing.TB, base, key, msg string, at int, after bool, counted func(method, path string) bool, others ...Upstream) (proxy *Proxy, root string, env []string) {
+	t.Helper()
+	host, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiPath := host.Path
+	host.Path = "" // the agent's paths carry the API prefix
+	proxy = NewProxy(msg, at, after, append([]Upstream{{Prefix: "/band", Target: host.String(), Counted: counted}}, others...)...)
+	front := httptest.NewServer(proxy)
+	t.Cleanup(front.Close)
+	env = []string{"BAND_API_KEY=" + key, "BAND_BASE_URL=" + front.URL + "/band" + apiPath,
+		"BAND_WS_URL=" + strings.Replace(base, "http://", "ws://", 1) + "/socket/websocket",
+		"BANDONCE_SETTLE_WINDOW=500ms"}
+	return proxy, front.URL, env
+}
+
 // SetKill sets what the proxy calls to kill the agent.
 func (p *Proxy) SetKill(kill func()) {
 	p.mu.Lock()

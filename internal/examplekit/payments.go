@@ -1,23 +1,23 @@
-package main
+package examplekit
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
 )
 
-// Payments is the external system the agent's tool changes: a payment API
+// Payments is the external system the examples' refund tool changes: a payment API
 // that honours idempotency keys, as Stripe's Idempotency-Key header does.
 type Payments interface {
-	// Refund refunds order and returns the refund's id. A second call
+	// Refund refunds order and returns the refund's receipt. A second call
 	// with the same idempotency key refunds nothing and returns the first
-	// call's id.
+	// call's receipt.
 	Refund(ctx context.Context, idempotencyKey, order string) (string, error)
 }
 
@@ -28,6 +28,9 @@ type PaymentsClient struct {
 	BaseURL    string
 	HTTPClient *http.Client
 }
+
+// maxPaymentsAnswer bounds the payment API's answer.
+const maxPaymentsAnswer = 1 << 16
 
 // Refund implements Payments.
 func (c *PaymentsClient) Refund(ctx context.Context, idempotencyKey, order string) (string, error) {
@@ -50,8 +53,13 @@ func (c *PaymentsClient) Refund(ctx context.Context, idempotencyKey, order strin
 		return "", fmt.Errorf("payments: refund %s: %w", order, err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	if resp.StatusCode/100 != 2 {
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxPaymentsAnswer+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("payments: refund %s: reading the answer: %w", order, err)
+	case len(raw) > maxPaymentsAnswer:
+		return "", fmt.Errorf("payments: refund %s: the answer is over %d bytes", order, maxPaymentsAnswer)
+	case resp.StatusCode/100 != 2:
 		return "", fmt.Errorf("payments: refund %s: %s: %s", order, resp.Status, bytes.TrimSpace(raw))
 	}
 	var out struct {
@@ -64,12 +72,12 @@ func (c *PaymentsClient) Refund(ctx context.Context, idempotencyKey, order strin
 }
 
 // PaymentsServer is a fake payment API for -fake and the tests: it serves
-// POST /refunds, performing one refund per idempotency key, and keeps a
-// record of every refund it performed and every call it got.
+// POST /refunds, refunding once per idempotency key, and counts the
+// refunds it made per order and the calls it got per key.
 type PaymentsServer struct {
 	mu      sync.Mutex
-	refunds map[string]string // idempotency key -> refund id
-	orders  map[string]int    // order -> refunds performed
+	refunds map[string]string // idempotency key -> receipt
+	orders  map[string]int    // order -> refunds made
 	calls   map[string]int    // idempotency key -> calls
 }
 
@@ -104,27 +112,16 @@ func (s *PaymentsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
 }
 
-// Refunds returns how many refunds were performed per order.
+// Refunds returns how many refunds were made per order.
 func (s *PaymentsServer) Refunds() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.orders))
-	for k, v := range s.orders {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.orders)
 }
 
 // Calls returns how many calls each idempotency key got.
 func (s *PaymentsServer) Calls() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.calls))
-	for k, v := range s.calls {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.calls)
 }
-
-// errNoPayments is returned when the agent has no payment API to call.
-var errNoPayments = errors.New("TOOLS_PAYMENTS_URL is not set: point it at the payment API (or run with -fake)")
