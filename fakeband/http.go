@@ -61,8 +61,8 @@ func (b *Band) Handler() http.Handler { return b.handler }
 // routes is the Band's handler. Without the admin API every Band serves
 // the same patterns, so they share one route table, built once: a table
 // costs more to build than a short-lived Band (one prover schedule)
-// spends on its requests. Its handlers find their Band in the request's
-// context, where the Band's handler puts it.
+// spends on its requests. Its handlers find their Band in the response
+// writer the Band's handler wraps.
 func (b *Band) routes(admin bool) http.Handler {
 	b.api = b.apiRoutes()
 	if !admin {
@@ -90,16 +90,15 @@ var sharedRoutes = sync.OnceValue(func() *http.ServeMux {
 		mux.Handle(rt.pattern, sharedRoute(i))
 	}
 	mux.HandleFunc("GET "+socketPath, func(w http.ResponseWriter, r *http.Request) {
-		bandOf(r).serveSocket(w, r)
+		bw := w.(*bandWriter)
+		bw.b.serveSocket(bw.ResponseWriter, r)
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		bandOf(r).serveNotFound(w, r)
+		bw := w.(*bandWriter)
+		bw.b.serveNotFound(bw.ResponseWriter, r)
 	})
 	return mux
 })
-
-// bandKey is the context key of the Band a shared route serves.
-type bandKey struct{}
 
 // bandHandler serves the shared route table for one Band.
 type bandHandler struct {
@@ -108,17 +107,24 @@ type bandHandler struct {
 }
 
 func (h *bandHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), bandKey{}, h.b)))
+	h.mux.ServeHTTP(&bandWriter{ResponseWriter: w, b: h.b}, r)
 }
 
-func bandOf(r *http.Request) *Band { return r.Context().Value(bandKey{}).(*Band) }
+// bandWriter carries the Band through the shared route table, whose
+// handlers unwrap it at once: a handler writes to (and hijacks) the
+// server's own writer. The request is not copied for it, as a context
+// value would need.
+type bandWriter struct {
+	http.ResponseWriter
+	b *Band
+}
 
 // sharedRoute is the shared table's handler of a Band's route b.api[i].
 type sharedRoute int
 
 func (i sharedRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b := bandOf(r)
-	b.serveAPI(b.api[i], w, r)
+	bw := w.(*bandWriter)
+	bw.b.serveAPI(bw.b.api[i], bw.ResponseWriter, r)
 }
 
 func (b *Band) serveNotFound(w http.ResponseWriter, _ *http.Request) {
