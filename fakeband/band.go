@@ -54,6 +54,7 @@ type Band struct {
 	wg      sync.WaitGroup // every goroutine the Band started
 	servers []*http.Server
 	handler http.Handler
+	api     []route // the REST routes, bound to this Band
 }
 
 // New returns an empty Band with one operator human (Owner) and no rooms.

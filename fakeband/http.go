@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -57,87 +58,148 @@ type route struct {
 // Unknown paths answer a JSON 404.
 func (b *Band) Handler() http.Handler { return b.handler }
 
+// routes is the Band's handler. Without the admin API every Band serves
+// the same patterns, so they share one route table, built once: a table
+// costs more to build than a short-lived Band (one prover schedule)
+// spends on its requests. Its handlers find their Band in the response
+// writer the Band's handler wraps.
 func (b *Band) routes(admin bool) http.Handler {
+	b.api = b.apiRoutes()
+	if !admin {
+		return &bandHandler{b: b, mux: sharedRoutes()}
+	}
 	mux := http.NewServeMux()
-	for _, rt := range append(b.agentRoutes(), b.humanRoutes()...) {
-		mux.Handle(rt.pattern, b.api(rt))
+	for _, rt := range b.api {
+		mux.Handle(rt.pattern, b.apiHandler(rt))
 	}
 	b.socketRoute(mux)
-	if admin {
-		b.adminRoutes(mux)
-	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		b.mu.Lock()
-		reqID := b.requestIDLocked()
-		b.mu.Unlock()
-		writeReply(w, errReply(notFound("route")), reqID)
-	})
+	b.adminRoutes(mux)
+	mux.HandleFunc("/", b.serveNotFound)
 	return mux
 }
 
-// api wraps a route with what every request goes through, in order:
-// counting, fault selection, the fault's effect, authentication, the
-// handler, and rendering (or losing) the answer.
-func (b *Band) api(rt route) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		logged := b.beginRequest(rt.ep, r)
-		defer b.endRequest(logged)
-		note := func(status int, outcome string) {
-			if logged != nil {
-				logged.Status, logged.Outcome = status, outcome
-			}
-		}
-		f, reqID, open := b.admit(rt.ep, r)
-		if !open {
-			note(errClosedBand.Status, OutcomeClosed)
-			writeReply(w, errReply(errClosedBand), reqID)
-			return
-		}
-		if f != nil {
-			if logged != nil {
-				logged.Fault = f.Kind.String()
-			}
-			switch f.Kind {
-			case FailBefore:
-				note(cmp.Or(f.Status, http.StatusServiceUnavailable), OutcomeAnswered)
-				writeFailBefore(w, f, reqID)
-				return
-			case Delay:
-				if !b.wait(r.Context(), f.Delay) {
-					note(0, OutcomeAbandoned)
-					return // the client gave up or the Band is closing
-				}
-			case ApplyLate:
-				var ok bool
-				if r, ok = b.holdDetached(r, f.Delay); !ok {
-					note(0, OutcomeClosed)
-					return // the Band is closing
-				}
-				defer b.appliedLate(rt.ep)
-			}
-		}
-		var rep reply
-		// The key's header by its canonical name: Get would canonicalise
-		// "X-API-Key" on every request.
-		if who, err := b.authenticate(rt.side, r.Header.Get("X-Api-Key")); err != nil {
-			rep = errReply(err)
-		} else if !boundBody(r) {
-			rep = errReply(ErrTooLarge)
-		} else {
-			rep = rt.serve(&call{r: r, who: who, fault: f})
-		}
-		status := rep.status
-		if rep.err != nil {
-			status = rep.err.Status
-		}
-		if f != nil && f.Kind == LoseResponse {
-			note(status, OutcomeLost)
-			loseResponse(w)
-			return
-		}
-		note(status, OutcomeAnswered)
-		writeReply(w, rep, reqID)
+// apiRoutes are the REST routes, agents' then humans'.
+func (b *Band) apiRoutes() []route {
+	return append(b.agentRoutes(), b.humanRoutes()...)
+}
+
+// sharedRoutes is the route table of every Band without the admin API.
+var sharedRoutes = sync.OnceValue(func() *http.ServeMux {
+	mux := http.NewServeMux()
+	for i, rt := range (*Band)(nil).apiRoutes() { // the patterns only
+		mux.Handle(rt.pattern, sharedRoute(i))
+	}
+	mux.HandleFunc("GET "+socketPath, func(w http.ResponseWriter, r *http.Request) {
+		bw := w.(*bandWriter)
+		bw.b.serveSocket(bw.ResponseWriter, r)
 	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		bw := w.(*bandWriter)
+		bw.b.serveNotFound(bw.ResponseWriter, r)
+	})
+	return mux
+})
+
+// bandHandler serves the shared route table for one Band.
+type bandHandler struct {
+	b   *Band
+	mux *http.ServeMux
+}
+
+func (h *bandHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(&bandWriter{ResponseWriter: w, b: h.b}, r)
+}
+
+// bandWriter carries the Band through the shared route table, whose
+// handlers unwrap it at once: a handler writes to (and hijacks) the
+// server's own writer. The request is not copied for it, as a context
+// value would need.
+type bandWriter struct {
+	http.ResponseWriter
+	b *Band
+}
+
+// sharedRoute is the shared table's handler of a Band's route b.api[i].
+type sharedRoute int
+
+func (i sharedRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	bw := w.(*bandWriter)
+	bw.b.serveAPI(bw.b.api[i], bw.ResponseWriter, r)
+}
+
+func (b *Band) serveNotFound(w http.ResponseWriter, _ *http.Request) {
+	b.mu.Lock()
+	reqID := b.requestIDLocked()
+	b.mu.Unlock()
+	writeReply(w, errReply(notFound("route")), reqID)
+}
+
+// apiHandler is rt's handler on b.
+func (b *Band) apiHandler(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { b.serveAPI(rt, w, r) })
+}
+
+// serveAPI serves a request on a route with what every request goes
+// through, in order: counting, fault selection, the fault's effect,
+// authentication, the handler, and rendering (or losing) the answer.
+func (b *Band) serveAPI(rt route, w http.ResponseWriter, r *http.Request) {
+	logged := b.beginRequest(rt.ep, r)
+	defer b.endRequest(logged)
+	note := func(status int, outcome string) {
+		if logged != nil {
+			logged.Status, logged.Outcome = status, outcome
+		}
+	}
+	f, reqID, open := b.admit(rt.ep, r)
+	if !open {
+		note(errClosedBand.Status, OutcomeClosed)
+		writeReply(w, errReply(errClosedBand), reqID)
+		return
+	}
+	if f != nil {
+		if logged != nil {
+			logged.Fault = f.Kind.String()
+		}
+		switch f.Kind {
+		case FailBefore:
+			note(cmp.Or(f.Status, http.StatusServiceUnavailable), OutcomeAnswered)
+			writeFailBefore(w, f, reqID)
+			return
+		case Delay:
+			if !b.wait(r.Context(), f.Delay) {
+				note(0, OutcomeAbandoned)
+				return // the client gave up or the Band is closing
+			}
+		case ApplyLate:
+			var ok bool
+			if r, ok = b.holdDetached(r, f.Delay); !ok {
+				note(0, OutcomeClosed)
+				return // the Band is closing
+			}
+			defer b.appliedLate(rt.ep)
+		}
+	}
+	var rep reply
+	// The key's header by its canonical name: Get would canonicalise
+	// "X-API-Key" on every request.
+	if who, err := b.authenticate(rt.side, r.Header.Get("X-Api-Key")); err != nil {
+		rep = errReply(err)
+	} else if !boundBody(r) {
+		rep = errReply(ErrTooLarge)
+	} else {
+		rep = rt.serve(&call{r: r, who: who, fault: f})
+	}
+	status := rep.status
+	if rep.err != nil {
+		status = rep.err.Status
+	}
+	if f != nil && f.Kind == LoseResponse {
+		note(status, OutcomeLost)
+		loseResponse(w)
+		return
+	}
+	note(status, OutcomeAnswered)
+	writeReply(w, rep, reqID)
 }
 
 // admit counts the request and picks its fault: the rate limit's 429

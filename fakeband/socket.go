@@ -54,8 +54,11 @@ func (s *sockets) remove(c *conn) {
 	}
 }
 
+// socketPath is where agents open their socket.
+const socketPath = APIPrefix + "/socket/websocket"
+
 func (b *Band) socketRoute(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+APIPrefix+"/socket/websocket", b.serveSocket)
+	mux.HandleFunc("GET "+socketPath, b.serveSocket)
 }
 
 // serveSocket upgrades an agent's connection. Like Band, a bad key is an

@@ -189,6 +189,17 @@ func (b *Band) Events() []Event {
 	return slices.Clone(b.truth.events)
 }
 
+// LastEvent is the latest applied change (the last of Events), without a
+// copy of the log; the zero Event before the first.
+func (b *Band) LastEvent() Event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.truth.events) == 0 {
+		return Event{}
+	}
+	return b.truth.events[len(b.truth.events)-1]
+}
+
 // Stopped reports whether the agent's execution in the room is stopped.
 func (b *Band) Stopped(agentID, roomID string) bool {
 	b.mu.Lock()

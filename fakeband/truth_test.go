@@ -12,6 +12,15 @@ import (
 	"github.com/band-once/bandonce/fakeband"
 )
 
+func TestLastEventIsZeroBeforeAnyChange(t *testing.T) {
+	b := fakeband.New(fakeband.Options{})
+	assert.Equal(t, fakeband.Event{}, b.LastEvent())
+	b.AddRoom("r", b.AddHuman("ada"))
+	events := b.Events()
+	require.NotEmpty(t, events)
+	assert.Equal(t, events[len(events)-1], b.LastEvent())
+}
+
 func TestGroundTruthRecordsWhatWasApplied(t *testing.T) {
 	f := newFixture(t)
 	msg := f.say(t, "work")
@@ -38,6 +47,7 @@ func TestGroundTruthRecordsWhatWasApplied(t *testing.T) {
 	events := f.b.Events()
 	assert.Equal(t, fakeband.Event{Seq: 4, Kind: "post", AgentID: f.alice.ID, RoomID: f.room.ID, MessageID: msg, Detail: "User"}, events[3])
 	assert.Equal(t, marks[1].Seq, events[5].Seq)
+	assert.Equal(t, events[len(events)-1], f.b.LastEvent(), "LastEvent is the last of Events")
 	assert.Equal(t, events[3].Seq, f.b.Posts(f.room.ID)[0].Seq)
 
 	assert.Equal(t, map[fakeband.Endpoint]int{

@@ -264,7 +264,7 @@ func (s *sim) control(ev Event, final bool) {
 	}
 	// The fake records the action, then pushes it, unless the agent is
 	// not in the room: then there is no action and no push.
-	action := s.lastEvent()
+	action := s.band.LastEvent()
 	pushed := action.Seq > before && action.Kind == controlEventKinds[ev.Kind]
 	rec.Seq = action.Seq
 	if pushed {

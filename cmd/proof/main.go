@@ -54,6 +54,7 @@ type options struct {
 	postgres   string // the database of -ledger pg
 	replicas   int    // replicas per schedule; 0 runs one agent
 	cpuprofile string // where to write a CPU profile of the run; "" writes none
+	memprofile string // where to write an allocation profile of the run; "" writes none
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -69,6 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.ledger, "ledger", string(ledgerMemory), "ledger durable schedules keep across kills: memory, bolt or pg")
 	fs.IntVar(&o.replicas, "replicas", 0, "run every schedule with this many replicas of the shell on one leased ledger (2 or more; 0 runs one shell)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile of the run to this file (for go tool pprof -sample_index=alloc_space)")
 	fs.StringVar(&o.postgres, "postgres", os.Getenv(postgresEnv), "PostgreSQL URL for -ledger pg (default $"+postgresEnv+"); the run works in a schema of its own and drops it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -159,6 +161,14 @@ func main() {
 					t.FailNow()
 				}
 				defer stop()
+			}
+			if o.memprofile != "" {
+				defer func() {
+					if err := writeAllocProfile(o.memprofile); err != nil {
+						fmt.Fprintln(os.Stderr, "proof:", err)
+						t.Fail()
+					}
+				}()
 			}
 			if !prove(t, o, receipt, os.Stderr) {
 				t.Fail()

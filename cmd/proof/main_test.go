@@ -221,6 +221,17 @@ func TestCPUProfileWritesAProfileOfTheRun(t *testing.T) {
 	assert.Equal(t, []byte{0x1f, 0x8b}, data[:2], "a pprof profile is gzipped")
 }
 
+func TestMemProfileWritesTheRunsAllocations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mem.out")
+	stdout, stderr, code := runCommand(t, "-schedules 4 -memprofile "+path)
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "exactly-once held across 4 schedules")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(data), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, data[:2], "a pprof profile is gzipped")
+}
+
 func TestCPUProfileToAnUnwritablePathFails(t *testing.T) {
 	_, stderr, code := runCommand(t, "-schedules 1 -cpuprofile "+filepath.Join(t.TempDir(), "no", "such", "dir", "cpu.out"))
 	assert.NotEqual(t, 0, code)

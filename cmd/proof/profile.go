@@ -24,3 +24,20 @@ func startCPUProfile(path string) (stop func(), err error) {
 		}
 	}, nil
 }
+
+// writeAllocProfile writes the allocations of the run so far to the file
+// at path.
+func writeAllocProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("-memprofile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("-memprofile: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("-memprofile: %w", err)
+	}
+	return nil
+}
