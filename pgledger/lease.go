@@ -16,9 +16,12 @@ import (
 // at most one of them runs lead at a time, with a Ledger whose writes are
 // fenced by the lease.
 //
-// A standby asks every PollInterval, and again the moment a lease it saw
-// runs out, and takes the lease when it is free, has run out, or names
-// this process's Holder (the answer to its own acquisition was lost).
+// A standby asks every PollInterval and, once the lease it saw has less
+// than a poll left, again when it runs out as the database said (counted
+// from before it asked, MaxClockSkew early, so never late; at least a
+// millisecond apart), and takes the lease when it is free, has run out,
+// or names this process's Holder (the answer to its own acquisition was
+// lost).
 // Every acquisition increments the lease's epoch. The holder renews every
 // third of LeaseTime, all by the database's clock; hosts' clocks never
 // decide who holds it. The holder counts its lease MaxClockSkew shorter

@@ -26,6 +26,7 @@ type ReplicaConfig struct {
 	// Broken variants, for the prover's self-tests.
 	ignoreLease bool // the holder checks its lease nowhere: no fence on sends or writes, no stop when it is lost
 	noFencing   bool // ignoreLease, on a model that does not fence writes either
+	blindWait   bool // a standby's lookup never tells it when the lease runs out: it waits whole polls
 }
 
 // MaxSkewPPM bounds the clock-rate skew between a replica and the
@@ -150,6 +151,9 @@ func (c *leaseClient) Acquire(ctx context.Context) (epoch int64, err error) {
 // Lookup implements leaderloop.Store.
 func (c *leaseClient) Lookup(ctx context.Context) (holder string, epoch int64, left time.Duration, found bool, err error) {
 	err = c.env.LedgerCall(ctx, "lookup", func() { holder, epoch, left, found = c.db.Lookup(replicaAgentID) })
+	if c.cfg.blindWait {
+		found = false
+	}
 	return holder, epoch, left, found, err
 }
 

@@ -168,6 +168,7 @@ func (l *loop) campaign(ctx context.Context) (*Lease, error) {
 			var theirs int64
 			var left time.Duration
 			var found bool
+			asked := l.clock.Now()
 			cctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
 			holder, theirs, left, found, err = l.cfg.Store.Lookup(cctx)
 			cancel()
@@ -178,7 +179,7 @@ func (l *loop) campaign(ctx context.Context) (*Lease, error) {
 					l.log.Info("pgledger: standing by: another process holds the lease", "lease_holder", holder, "epoch", theirs, "left", left.Round(time.Millisecond))
 				}
 				if found {
-					wait = max(min(wait, left), time.Millisecond)
+					wait = max(min(wait, l.untilExpiry(asked, left)), minWait)
 				}
 			}
 		}
@@ -195,6 +196,21 @@ func (l *loop) campaign(ctx context.Context) (*Lease, error) {
 			return nil, err
 		}
 	}
+}
+
+// minWait is the shortest wait between two attempts: a standby that
+// woke before the lease ran out asks again this soon at the earliest, so
+// it never spins.
+const minWait = time.Millisecond
+
+// untilExpiry is how long, by the holder's clock, until a lease that the
+// database said at asked had left runs out, counted so that the standby
+// is never late: from before the lookup was sent (not from its answer),
+// and the skew bound early (a clock running MaxClockSkew slow would wake
+// that much late). Waking early costs one refused acquisition and a
+// lookup; safety never rests on it, only on the database's acquire.
+func (l *loop) untilExpiry(asked time.Time, left time.Duration) time.Duration {
+	return left - time.Duration(float64(left)*l.cfg.MaxClockSkew) - l.clock.Now().Sub(asked)
 }
 
 // call runs one statement bounded by CallTimeout.
