@@ -16,9 +16,9 @@ var _ bandonce.AgentBinder = (*Ledger)(nil)
 // opened for another agent fails with an error matching
 // bandonce.ErrAgentMismatch; nothing is read or written.
 func (l *Ledger) BindAgent(_ context.Context, agentID string) error {
-	if l.lease.agent != agentID {
+	if l.store.opts.AgentID != agentID {
 		return fmt.Errorf("pgledger: the ledger in schema %s was opened for agent %q, but the API key is agent %q's "+
-			"(set Options.AgentID to the id Band gives the key): %w", l.store.opts.Schema, l.lease.agent, agentID, bandonce.ErrAgentMismatch)
+			"(set Options.AgentID to the id Band gives the key): %w", l.store.opts.Schema, l.store.opts.AgentID, agentID, bandonce.ErrAgentMismatch)
 	}
 	return nil
 }

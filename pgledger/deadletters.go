@@ -57,7 +57,7 @@ func (l *Ledger) DeadLetters(ctx context.Context) ([]bandonce.DeadLetter, error)
 	ctx, cancel := context.WithTimeout(ctx, l.store.callTimeout())
 	defer cancel()
 	l.reads.Add(1)
-	rows, err := l.store.pool.Query(ctx, l.deadLetterSQL(listDeadLettersSQL), l.lease.agent)
+	rows, err := l.store.pool.Query(ctx, l.deadLetterSQL(listDeadLettersSQL), l.store.opts.AgentID)
 	if err != nil {
 		return nil, fmt.Errorf("pgledger: list dead letters: %w", err)
 	}

@@ -29,7 +29,7 @@ type fencedTransport struct {
 }
 
 func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if reason := t.ledger.lease.short(0); reason != "" {
+	if reason := t.ledger.lease.Short(0); reason != "" {
 		if req.Body != nil {
 			_ = req.Body.Close() // a RoundTripper must close it, even on error
 		}

@@ -1,6 +1,7 @@
 package pgledger
 
 import (
+	"github.com/band-once/bandonce/internal/leaderloop"
 	"io"
 	"net/http"
 	"strings"
@@ -33,8 +34,8 @@ func TestTransportSendsOnlyWhileTheLeaseHolds(t *testing.T) {
 		sent++
 		return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Request: r}, nil
 	})
-	ls := &lease{agent: testAgent, epoch: 4, deadline: time.Now().Add(time.Hour)}
-	rt := (&Ledger{lease: ls}).Transport(base)
+	ls := leaderloop.NewLease(4, nil, time.Now().Add(time.Hour))
+	rt := (&Ledger{store: &Store{opts: Options{AgentID: testAgent}}, lease: ls}).Transport(base)
 	post := func() (*closeTracker, error) {
 		body := &closeTracker{Reader: strings.NewReader("{}")}
 		req, err := http.NewRequest(http.MethodPost, "http://band.test/api/v1/agent/chats/r/messages", body)
@@ -50,15 +51,15 @@ func TestTransportSendsOnlyWhileTheLeaseHolds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, sent)
 
-	ls.extend(time.Now().Add(-time.Millisecond)) // woken past its deadline
+	ls.Extend(time.Now().Add(-time.Millisecond)) // woken past its deadline
 	body, err := post()
 	require.ErrorIs(t, err, ErrFenced)
 	assert.Contains(t, err.Error(), "POST /api/v1/agent/chats/r/messages")
 	assert.Contains(t, err.Error(), "ran out by this process's clock")
 	assert.True(t, body.closed, "the body is closed, as a RoundTripper must")
 
-	ls.extend(time.Now().Add(time.Hour))
-	ls.end("another process took the lease over")
+	ls.Extend(time.Now().Add(time.Hour))
+	ls.End("another process took the lease over")
 	_, err = post()
 	require.ErrorIs(t, err, ErrFenced)
 	assert.Contains(t, err.Error(), "another process took the lease over")

@@ -3,6 +3,7 @@ package pgledger
 import (
 	"context"
 	"errors"
+	"github.com/band-once/bandonce/internal/leaderloop"
 	"log/slog"
 	"testing"
 	"time"
@@ -79,10 +80,10 @@ func TestAStandbyTakesOverWhenTheHolderStopsRenewing(t *testing.T) {
 	ctx := context.Background()
 	db := newTestDB(t)
 	dead := db.open(t, db.opts(testAgent, "holder-dead"))
-	epoch, err := dead.acquire(ctx)
+	epoch, err := leaseStatements{dead}.Acquire(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), epoch)
-	zombie := &Ledger{store: dead, lease: &lease{agent: testAgent, epoch: 1, deadline: time.Now().Add(time.Hour)}}
+	zombie := &Ledger{store: dead, lease: leaderloop.NewLease(1, nil, time.Now().Add(time.Hour))}
 	require.NoError(t, zombie.SetKey(ctx, "room-1", "before", bandonce.KeyIntent), "the holder writes while its lease lasts")
 
 	_, b := lead(t, db.open(t, db.opts(testAgent, "holder-b")))
@@ -203,7 +204,7 @@ func TestAnIntentWhoseAnswerComesTooLateIsRefused(t *testing.T) {
 	go func() { wrote <- a.ledger.SetKey(context.Background(), "room-1", "k", bandonce.KeyIntent) }()
 	// The lease runs out by the holder's clock while the answer waits,
 	// which is still shorter than the statement's timeout (a second).
-	until(t, "the lease run out by the holder's clock", func() bool { return a.ledger.lease.short(0) != "" })
+	until(t, "the lease run out by the holder's clock", func() bool { return a.ledger.lease.Short(0) != "" })
 	p.setHeld(false)
 	err := <-wrote
 	require.ErrorIs(t, err, ErrFenced)
@@ -223,7 +224,7 @@ func TestAnIntentWhoseAnswerComesTooLateIsRefused(t *testing.T) {
 func TestAHolderPastItsDeadlineWritesNothing(t *testing.T) {
 	db := newTestDB(t)
 	_, a := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
-	a.ledger.lease.extend(time.Now().Add(-time.Millisecond)) // as if it slept past it
+	a.ledger.lease.Extend(time.Now().Add(-time.Millisecond)) // as if it slept past it
 
 	err := a.ledger.SetKey(context.Background(), "room-1", "k", bandonce.KeyAccepted)
 	require.ErrorIs(t, err, ErrFenced)
@@ -339,8 +340,11 @@ func TestAHolderCountsItsLeaseShorterThanTheDatabaseByTheSkewBound(t *testing.T)
 	o := db.opts(testAgent, "a")
 	o.LeaseTime = time.Minute
 	s := db.open(t, o)
-	ls, err := s.campaign(context.Background())
-	require.NoError(t, err)
+	var left time.Duration
+	require.NoError(t, s.RunLeader(context.Background(), func(_ context.Context, l *Ledger) error {
+		left = l.lease.Left()
+		return nil
+	}))
 	// left only shrinks as time passes: a slow machine cannot fail this.
-	assert.LessOrEqual(t, ls.left(), time.Minute-time.Duration(float64(time.Minute)*MaxClockSkew))
+	assert.LessOrEqual(t, left, time.Minute-time.Duration(float64(time.Minute)*MaxClockSkew))
 }

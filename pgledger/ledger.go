@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/band-once/bandonce/internal/leaderloop"
 	"sync/atomic"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // is safe for concurrent use.
 type Ledger struct {
 	store *Store
-	lease *lease
+	lease *leaderloop.Lease
 
 	reads, writes atomic.Int64
 }
@@ -38,7 +39,7 @@ func (l *Ledger) Stats() Stats { return Stats{Reads: l.reads.Load(), Writes: l.w
 
 // Epoch is the lease epoch this Ledger writes under. Each acquisition of
 // the agent's lease has a higher one.
-func (l *Ledger) Epoch() int64 { return l.lease.epoch }
+func (l *Ledger) Epoch() int64 { return l.lease.Epoch }
 
 // Durable implements bandonce.Ledger: a write that returned is committed
 // in the database, whichever process made it.
@@ -50,7 +51,7 @@ func (l *Ledger) Key(ctx context.Context, room, key string) (bandonce.KeyState, 
 	defer cancel()
 	l.reads.Add(1)
 	var state int16
-	err := l.store.pool.QueryRow(ctx, l.store.sql.key, l.lease.agent, room, key).Scan(&state)
+	err := l.store.pool.QueryRow(ctx, l.store.sql.key, l.store.opts.AgentID, room, key).Scan(&state)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return bandonce.KeyUnknown, nil
@@ -97,7 +98,7 @@ func (l *Ledger) AckPending(ctx context.Context, room, messageID string) (bool, 
 	defer cancel()
 	l.reads.Add(1)
 	var pending bool
-	if err := l.store.pool.QueryRow(ctx, l.store.sql.ack, l.lease.agent, room, messageID).Scan(&pending); err != nil {
+	if err := l.store.pool.QueryRow(ctx, l.store.sql.ack, l.store.opts.AgentID, room, messageID).Scan(&pending); err != nil {
 		return false, fmt.Errorf("pgledger: read ack-pending of message %q in room %q: %w", messageID, room, err)
 	}
 	return pending, nil
@@ -122,7 +123,7 @@ func (l *Ledger) Step(ctx context.Context, room, messageID, name string) ([]byte
 	defer cancel()
 	l.reads.Add(1)
 	var result []byte
-	err := l.store.pool.QueryRow(ctx, l.store.sql.step, l.lease.agent, room, messageID, name).Scan(&result)
+	err := l.store.pool.QueryRow(ctx, l.store.sql.step, l.store.opts.AgentID, room, messageID, name).Scan(&result)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, false, nil
@@ -149,28 +150,28 @@ func (l *Ledger) SetStep(ctx context.Context, room, messageID, name string, resu
 // follow the fence's three, and refuses, before and after, when this
 // process's view of the lease leaves less than margin.
 func (l *Ledger) write(ctx context.Context, op string, margin time.Duration, stmt string, args ...any) error {
-	if reason := l.lease.short(margin); reason != "" {
+	if reason := l.lease.Short(margin); reason != "" {
 		return l.fenced(op, reason)
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.store.callTimeout())
 	defer cancel()
 	l.writes.Add(1)
 	held := false
-	err := l.store.pool.QueryRow(ctx, stmt, append([]any{l.lease.agent, l.lease.epoch, margin.Microseconds()}, args...)...).Scan(&held)
+	err := l.store.pool.QueryRow(ctx, stmt, append([]any{l.store.opts.AgentID, l.lease.Epoch, margin.Microseconds()}, args...)...).Scan(&held)
 	if err != nil {
 		return err
 	}
 	if !held {
-		return l.fenced(op, l.store.whyFenced(ctx, l.lease.epoch, margin))
+		return l.fenced(op, l.store.whyFenced(ctx, l.lease.Epoch, margin))
 	}
-	if reason := l.lease.short(margin); reason != "" {
+	if reason := l.lease.Short(margin); reason != "" {
 		return l.fenced(op, reason+" (the write was committed; a later holder treats it as an intent and reads the room)")
 	}
 	return nil
 }
 
 func (l *Ledger) fenced(op, reason string) error {
-	return &FencedError{AgentID: l.lease.agent, Epoch: l.lease.epoch, Op: op, Reason: reason}
+	return &FencedError{AgentID: l.store.opts.AgentID, Epoch: l.lease.Epoch, Op: op, Reason: reason}
 }
 
 // stored reports whether a key record may hold s: KeyUnknown is the

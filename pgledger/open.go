@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/band-once/bandonce/internal/leaderloop"
 	"log/slog"
 	"os"
 	"regexp"
@@ -116,11 +117,11 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 	schema := pgx.Identifier{opts.Schema}.Sanitize()
 	s := &Store{pool: pool, opts: opts, log: log.With("agent", opts.AgentID, "holder", opts.Holder), schema: schema, sql: buildStatements(schema)}
 
-	var failures failureLog
+	var failures leaderloop.FailureLog
 	for {
 		err := s.prepare(ctx)
 		if err == nil {
-			failures.recovered(s.log, "pgledger: database reachable again; ledger ready")
+			failures.Recovered(s.log, "pgledger: database reachable again; ledger ready")
 			return s, nil
 		}
 		var open *OpenError
@@ -140,8 +141,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 		if !transient(err) {
 			return nil, fail(nil, err, "cannot be opened")
 		}
-		failures.note(s.log, "pgledger: cannot reach the database to open the ledger; retrying", err)
-		if sleep(ctx, failures.backoff()) != nil {
+		failures.Note(s.log, "pgledger: cannot reach the database to open the ledger; retrying", err)
+		if sleep(ctx, failures.Backoff()) != nil {
 			return nil, gaveUp()
 		}
 	}
@@ -323,4 +324,16 @@ func transient(err error) bool {
 		return true
 	}
 	return false
+}
+
+// sleep waits d or until ctx ends, whichever is first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

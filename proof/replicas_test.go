@@ -90,6 +90,18 @@ func TestReplicasThatIgnoreTheLeaseAreCaught(t *testing.T) {
 	}
 }
 
+// A standby that waits whole polls instead of waking when the lease runs
+// out takes over up to a poll late after a death: the failover bar (the
+// lease and a hundredth) catches it.
+func TestAStandbyThatWaitsWholePollsIsCaught(t *testing.T) {
+	opts := Options{Agent: ReplicaAgent(ReplicaConfig{blindWait: true}), DeadLettersTold: true}
+	rep := Run(t, RunConfig{Seed: 1, Schedules: 400, Gen: GenOptions{Replicas: 2}, Engine: opts})
+	require.False(t, rep.Held, "the prover must fail a standby that wakes late")
+	require.NotNil(t, rep.First)
+	assert.Equal(t, FailoverBound, rep.First.Invariant)
+	assert.Contains(t, rep.First.Reason, "after the holder's death")
+}
+
 // A schedule with replicas replays exactly, ledger calls included.
 func TestAReplicatedScheduleReplays(t *testing.T) {
 	for seed := int64(1); seed <= 20; seed++ {

@@ -237,7 +237,7 @@ func (r *Report) add(a *aggregate) {
 			skew = 0
 		}
 		r.Replicas = &ReplicaReport{Schedules: a.replicated, Replicas: r.replicas, LeaseSeconds: lease.Seconds(), MaxSkewPPM: skew,
-			Death:    failoverStats(a.failovers, "death", lease+lease/20),
+			Death:    failoverStats(a.failovers, "death", deathBar(lease)),
 			Handover: failoverStats(a.failovers, "handover", handoverBar)}
 	}
 	for _, l := range a.lines {

@@ -258,7 +258,7 @@ func ledgerDescription(k ledgerKind, replicas int) string {
 		case ledgerPG:
 			return fmt.Sprintf("pg: every schedule's %d replicas share one pgledger in PostgreSQL (pgledger's RunLeader, lease and fencing; the database's now() is the schedule's virtual time)", replicas)
 		default:
-			return fmt.Sprintf("memory: every schedule's %d replicas share one leasemodel database (pgledger's lease and fencing SQL, in memory, held to it by internal/leasetest) and run pgledger's leader protocol on it", replicas)
+			return fmt.Sprintf("memory: every schedule's %d replicas share one leasemodel database (pgledger's lease and fencing SQL, in memory, held to it by internal/leasetest) and run pgledger's own leader loop on it", replicas)
 		}
 	}
 	kept := "one MemoryLedger across kills, reported durable (a kill loses no write that returned)"
