@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // TestTheReferenceAgentPassesEveryCheck and
 // TestEveryCheckExercisesWhatItSays; under the race detector each
 // schedule costs tenfold, and the suite must finish on a loaded machine.
-const quick = 4
+const quick = 3
 
 // quickly is opts after Schedules(quick), so that an agent's own
 // Schedules or Seed still wins.
