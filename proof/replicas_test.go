@@ -68,6 +68,7 @@ func TestReplicasThatIgnoreTheLeaseAreCaught(t *testing.T) {
 		{"no fencing anywhere", ReplicaConfig{noFencing: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // the shrinks run one schedule at a time: one a core
 			opts := Options{Agent: ReplicaAgent(tc.cfg), DeadLettersTold: true}
 			// Under the race detector only the schedule that catches
 			// them first of seeds 1 to 400.
