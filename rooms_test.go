@@ -97,3 +97,39 @@ func TestAMessageSaidBeforeTheRoomIsJoinedIsAnsweredOnceItIs(t *testing.T) {
 		assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)), "answered once the join was accepted")
 	})
 }
+
+// An idle agent asks Band little, however many rooms it is in: once each
+// room has been looked at, it probes its rooms at two requests a second
+// and lists them every fifth ResyncInterval (issue 17's idle figure, here
+// on the virtual clock; the echo scale test logs it for the process on
+// the wall clock).
+func TestAnIdleAgentProbesAtTwoRequestsASecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 200)
+		stop := startOnce(w, w.socketConfig(echo))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.GreaterOrEqual(t, w.band.Requests()[fakeband.EndpointNext], 200, "every room looked at once")
+		before := w.band.Requests()
+		const idle = 10 * time.Minute
+		time.Sleep(idle)
+		synctest.Wait()
+		after := w.band.Requests()
+		made := map[fakeband.Endpoint]int{}
+		for e, n := range after {
+			if d := n - before[e]; d > 0 {
+				made[e] = d
+			}
+		}
+		t.Logf("200 idle rooms, %s: %v", idle, made)
+		// One probe may sit at each end of the window.
+		assert.LessOrEqual(t, made[fakeband.EndpointNext], int(idle/(500*time.Millisecond))+2, "at most two probes a second")
+		// A listing takes as many pages as the one at start-up.
+		pages := before[fakeband.EndpointChats]
+		assert.LessOrEqual(t, made[fakeband.EndpointChats], pages*(int(idle/(5*time.Minute))+1), "a listing every fifth ResyncInterval (a minute)")
+		delete(made, fakeband.EndpointNext)
+		delete(made, fakeband.EndpointChats)
+		assert.Empty(t, made, "nothing else while idle")
+		require.NoError(t, stop())
+	})
+}

@@ -96,7 +96,7 @@ func TestEveryUnkeyedAgentAPIWriteMadeTwiceInALifeIsNamed(t *testing.T) {
 	for _, b := range unkeyedWriteCatalogue {
 		t.Run(b.name, func(t *testing.T) {
 			m := newMockT(t)
-			res := ExactlyOnce(m, b.factory, b.opts...)
+			res := ExactlyOnce(m, b.factory, quickly(b.opts...)...)
 			require.False(t, res.OK, "the verifier passed a broken agent")
 			assert.True(t, containsAny(res.Reason, b.reason), "reason %q names none of %q", res.Reason, b.reason)
 			assert.Contains(t, res.Reason, "Message.", "the fix names the guarded method")
@@ -117,7 +117,7 @@ func TestAGoalSetAtEveryDeliveryPasses(t *testing.T) {
 			return nil, err
 		}
 		return reply(m, ""), nil
-	}))
+	}), quickly()...)
 	require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
 }
 
@@ -125,7 +125,7 @@ func TestEveryDoubleAgentAPIWriteIsNamed(t *testing.T) {
 	for _, b := range agentWriteCatalogue {
 		t.Run(b.name, func(t *testing.T) {
 			m := newMockT(t)
-			res := ExactlyOnce(m, b.factory, b.opts...)
+			res := ExactlyOnce(m, b.factory, quickly(b.opts...)...)
 			require.False(t, res.OK, "the verifier passed a broken agent")
 			assert.True(t, containsAny(res.Reason, b.reason), "reason %q names none of %q", res.Reason, b.reason)
 			t.Logf("%s: %s (seed %d)", res.Check, res.Reason, res.FirstViolatingSeed)
@@ -155,6 +155,6 @@ func TestGuardedAgentAPIWritesPass(t *testing.T) {
 			return nil, err
 		}
 		return reply(m, ""), nil
-	}))
+	}), quickly()...)
 	require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
 }

@@ -119,7 +119,7 @@ func TestEveryBrokenAgentIsCaughtWithItsDefectNamed(t *testing.T) {
 	for _, b := range catalogue {
 		t.Run(b.name, func(t *testing.T) {
 			m := newMockT(t)
-			res := ExactlyOnce(m, b.factory, b.opts...)
+			res := ExactlyOnce(m, b.factory, quickly(b.opts...)...)
 			require.False(t, res.OK, "the verifier passed a broken agent")
 			errs := m.Errors()
 			require.Len(t, errs, 1, "one violation is reported through t.Errorf")
@@ -145,7 +145,7 @@ func containsAny(s string, subs []string) bool {
 
 func TestACorrectHandWrittenLoopPasses(t *testing.T) {
 	m := newMockT(t)
-	res := ExactlyOnce(m, handLoop(loopFlaws{}), NoControlSignals())
+	res := ExactlyOnce(m, handLoop(loopFlaws{}), quickly(NoControlSignals())...)
 	require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
 	assert.Empty(t, m.Errors())
 	// Without a socket the control checks cannot apply, and say so.

@@ -66,7 +66,7 @@ func TestEveryCheckPassesTheCorrectTurnsThatOnceFailed(t *testing.T) {
 	for name, h := range map[string]bandonce.Handler{"step then notify": stepThenNotify, "two effects": twoEffects} {
 		t.Run(name, func(t *testing.T) {
 			m := newMockT(t)
-			res := ExactlyOnce(m, Shell(h))
+			res := ExactlyOnce(m, Shell(h), quickly()...)
 			require.True(t, res.OK, "%s: %s\n%s", res.Check, res.Reason, strings.Join(res.Witness, "\n"))
 		})
 	}

@@ -100,11 +100,11 @@ var quiet = Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Repl
 })
 
 func TestMayNotReplyAcceptsAMessageConsumedWithoutAReply(t *testing.T) {
-	res := ExactlyOnce(newMockT(t), quiet)
+	res := ExactlyOnce(newMockT(t), quiet, quickly()...)
 	require.False(t, res.OK)
 	assert.Contains(t, res.Reason, "a lost reply")
 
-	res = ExactlyOnce(newMockT(t), quiet, MayNotReply())
+	res = ExactlyOnce(newMockT(t), quiet, quickly(MayNotReply())...)
 	assert.True(t, res.OK, res.Reason)
 }
 

@@ -42,7 +42,7 @@ func toolTurn(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error)
 }
 
 func TestACorrectTurnWithManyEffectsPasses(t *testing.T) {
-	res := ExactlyOnce(t, Shell(toolTurn))
+	res := ExactlyOnce(t, Shell(toolTurn), quickly()...)
 	require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
 }
 
@@ -62,7 +62,7 @@ func sendsAndSteps(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, e
 }
 
 func TestACorrectTurnOfSendsAndStepsPasses(t *testing.T) {
-	res := ExactlyOnce(t, Shell(sendsAndSteps))
+	res := ExactlyOnce(t, Shell(sendsAndSteps), quickly()...)
 	require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
 }
 
@@ -222,7 +222,7 @@ func TestEveryBrokenTurnIsCaughtWithItsDefectNamed(t *testing.T) {
 	for _, b := range turnCatalogue {
 		t.Run(b.name, func(t *testing.T) {
 			m := newMockT(t)
-			res := ExactlyOnce(m, b.factory, b.opts...)
+			res := ExactlyOnce(m, b.factory, quickly(b.opts...)...)
 			require.False(t, res.OK, "the verifier passed a broken agent")
 			require.Len(t, m.Errors(), 1)
 			assert.True(t, containsAny(res.Reason, b.reason), "reason %q names none of %q", res.Reason, b.reason)

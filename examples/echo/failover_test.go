@@ -373,6 +373,7 @@ func TestReplicasSurviveTwentyKillsOfTheHolder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs fakeband and two echo replicas as processes")
 	}
+	t.Parallel() // its time is the leases' wall clock: it runs beside the three slowest
 	dsn := freshDatabase(t)
 	lease := testLease(t)
 	bin := buildEcho(t)

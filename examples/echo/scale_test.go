@@ -76,7 +76,9 @@ func TestScaleManyRoomsAsProcesses(t *testing.T) {
 		rate := float64(after-before) / idle.Seconds()
 		t.Logf("idle over %s: %d requests, %.2f a second; RSS %.1f MB (%.1f KB a room)",
 			idle, after-before, rate, float64(rss)/(1<<20), float64(rss)/1024/float64(rooms))
-		assert.LessOrEqual(t, after-before, int(idle/(500*time.Millisecond))+2, "at most two idle requests a second")
+		// A count over a span of the wall clock is a figure, not a check
+		// (a slow machine sends fewer); the bound is the root package's
+		// TestAnIdleAgentProbesAtTwoRequestsASecond, on the virtual clock.
 	})
 
 	t.Run("a slow handler in every room", func(t *testing.T) {
