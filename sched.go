@@ -158,7 +158,9 @@ func (q *scheduler) run(fetch, hard context.Context) {
 	}
 	q.dispatch(fetch, hard)
 	for ; q.busy > 0; q.busy-- {
-		<-q.results // Run is ending: its rooms are let go by the shell
+		done := <-q.results // Run is ending: its rooms are let go by the shell
+		// Its slot, for a round still to end whose handler returned.
+		done.r.handlerStarts()
 	}
 	workers.Wait()
 }
@@ -198,7 +200,8 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 				case q.work <- r:
 				case <-fetch.Done():
 					q.resting++
-					q.busy-- // never ran; Run is ending and lets the room go
+					q.busy--          // never ran; Run is ending and lets the room go
+					r.handlerStarts() // the slot taken for it
 					return
 				}
 			} else {

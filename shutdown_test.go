@@ -6,6 +6,7 @@ package bandonce_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -65,5 +66,30 @@ func TestShutdownLetsHandlersFinishThenCancelsWithErrShutdown(t *testing.T) {
 		assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(quick)))
 		assert.Equal(t, "processing", w.band.Status(w.agent.ID, slow), "nothing is marked on shutdown")
 		assert.Zero(t, w.repliesTo(w.rooms[1], bandonce.DefaultKey(slow)))
+	})
+}
+
+// More handlers run at once than there are slots to talk to Band
+// (MaxConcurrentRooms above MaxRequestsInFlight): each takes a slot back
+// when it returns, to post or mark, and Run still ends.
+func TestShutdownEndsWithMoreHandlersRunningThanRequestSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rooms = 3
+		w := newWorld(t, rooms)
+		for _, r := range w.rooms {
+			w.say(r, "a")
+		}
+		var running sync.WaitGroup
+		running.Add(rooms)
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			running.Done()
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		})
+		cfg.MaxRequestsInFlight = 1
+		cfg.ShutdownTimeout = time.Second
+		stop := w.start(cfg)
+		running.Wait() // every room's handler runs, none holding a slot
+		require.NoError(t, stop(), "Run ends once the handlers are cancelled")
 	})
 }
