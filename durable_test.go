@@ -307,7 +307,7 @@ func TestARestoredOlderLedgerDoesNotDoubleAReply(t *testing.T) {
 				}
 				state, err := ledger.Key(t.Context(), room.ID, key)
 				require.NoError(t, err)
-				assert.True(t, state.Settled(), "the ledger was brought up to the room: %v", state)
+				assert.True(t, state.InRoom(), "the ledger was brought up to the room: %v", state)
 			})
 		})
 	}

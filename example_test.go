@@ -197,7 +197,7 @@ func ExampleShell_Drain() {
 	defer cancel()
 	res, err := shell.Drain(ctx)
 	fmt.Println("drained:", res.Drained, "err:", err)
-	fmt.Println("rooms:", res.Rooms, "replied:", res.Settled[bandonce.Replied], "stopped:", len(res.Stopped))
+	fmt.Println("rooms:", res.Rooms, "replied:", res.Outcomes[bandonce.Replied], "stopped:", len(res.Stopped))
 	// Output:
 	// drained: true err: <nil>
 	// rooms: 3 replied: 3 stopped: 0

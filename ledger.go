@@ -34,8 +34,8 @@ func (s KeyState) String() string {
 	}
 }
 
-// Settled reports whether the reply with this key is known to be in the room.
-func (s KeyState) Settled() bool { return s == KeyAccepted || s == KeyDuplicateDropped }
+// InRoom reports whether the reply with this key is known to be in the room.
+func (s KeyState) InRoom() bool { return s == KeyAccepted || s == KeyDuplicateDropped }
 
 // Ledger records what the shell did, so a later delivery of the same
 // message can be settled without repeating it. The shell calls it from one

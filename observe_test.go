@@ -50,7 +50,7 @@ func TestLogsOfACleanRun(t *testing.T) {
 	})
 }
 
-// Config.SettledLogLevel quiets the line per settled message: at Debug,
+// Config.OutcomeLogLevel quiets the line per settled message: at Debug,
 // a handler at Info drops it, and keeps every other line.
 func TestTheSettledLineCanBeQuieted(t *testing.T) {
 	w := newWorld(t, 1)
@@ -58,19 +58,19 @@ func TestTheSettledLineCanBeQuieted(t *testing.T) {
 	var out safebuf.Buffer
 	cfg := w.config(echo)
 	cfg.Logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg.SettledLogLevel = slog.LevelDebug
+	cfg.OutcomeLogLevel = slog.LevelDebug
 	s, err := bandonce.New(cfg)
 	require.NoError(t, err)
 	res, err := s.Drain(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, 1, res.Settled[bandonce.Replied])
+	require.Equal(t, 1, res.Outcomes[bandonce.Replied])
 	assert.NotContains(t, out.String(), "bandonce: settled")
 	assert.Contains(t, out.String(), "bandonce: every room drained", "the other Info lines stay")
 
 	// The check can fail: at its default level the line is there.
 	out = safebuf.Buffer{}
 	w.say(w.rooms[0], "again")
-	cfg.SettledLogLevel = 0
+	cfg.OutcomeLogLevel = 0
 	s, err = bandonce.New(cfg)
 	require.NoError(t, err)
 	_, err = s.Drain(context.Background())

@@ -85,9 +85,9 @@ func (r *room) recordOutcome(o Outcome) {
 }
 
 // logOutcome writes the line of a settled delivery, at
-// Config.SettledLogLevel.
+// Config.OutcomeLogLevel.
 func (s *Shell) logOutcome(o Outcome) {
-	level := s.cfg.SettledLogLevel
+	level := s.cfg.OutcomeLogLevel
 	if !s.log.Enabled(context.Background(), level) {
 		return
 	}

@@ -26,7 +26,7 @@ func (l *Ledger) Prune(ctx context.Context, cutoff time.Time) (int, error) {
 	removed := 0
 	err := l.update(ctx, "prune", func(tx *bolt.Tx) error {
 		keys, err := pruneBucket(tx.Bucket(keysBucket), cutoff, decodeRecord, func(tag byte) bool {
-			return bandonce.KeyState(tag).Settled()
+			return bandonce.KeyState(tag).InRoom()
 		})
 		if err != nil {
 			return err
