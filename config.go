@@ -118,7 +118,7 @@ type Config struct {
 	Logger *slog.Logger
 
 	// OutcomeLogLevel is the level of the line the shell logs for each
-	// settled delivery ("bandonce: settled", with its room, message,
+	// delivery's outcome ("bandonce: outcome", with its room, message,
 	// outcome and attempt). Zero is slog.LevelInfo; slog.LevelDebug
 	// quiets it under a handler at Info, and any level above the
 	// handler's shows it.

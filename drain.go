@@ -20,7 +20,7 @@ type DrainResult struct {
 	// Stopped lists the rooms that were stopped when the run ended: what
 	// waits there waits for play, and a later run answers it.
 	Stopped []string
-	// Outcomes counts the deliveries the run settled, by outcome.
+	// Outcomes counts the run's deliveries, by outcome.
 	Outcomes map[OutcomeKind]int
 	// Waiting lists the messages that were waiting for their next handler
 	// attempt when the run ended (see Backoff), by room. Band has them
@@ -51,8 +51,8 @@ var errDrained = errors.New("bandonce: every room is drained")
 // drained when its /next has answered empty and it has no handler
 // running, no mark owed and no retry pending; a stopped room counts as
 // drained, since its work waits for play, and DrainResult.Stopped names
-// it. A message whose marks keep failing keeps the run going until it is
-// settled or ctx ends.
+// it. A message whose marks keep failing keeps the run going until it has
+// its outcome or ctx ends.
 //
 // Everything else is as in Run: control signals keep working, ctx bounds
 // the whole run (ending it is a clean shutdown: nil, with Drained false),
@@ -81,7 +81,7 @@ func (s *Shell) Drain(ctx context.Context) (DrainResult, error) {
 		s.log.Info("bandonce: messages wait for their next attempt; a later run answers them", "messages", len(res.Waiting))
 	}
 	if res.Drained {
-		s.log.Info("bandonce: every room drained", "rooms", res.Rooms, "settled", res.Outcomes)
+		s.log.Info("bandonce: every room drained", "rooms", res.Rooms, "outcomes", res.Outcomes)
 		if len(res.Stopped) > 0 {
 			s.log.Info("bandonce: some rooms are stopped; what waits there waits for play", "rooms", res.Stopped)
 		}

@@ -115,7 +115,7 @@ func TestStopLeavesTheRunningMessageActionable(t *testing.T) {
 		assert.Equal(t, fakeband.StatusProcessing, r.band.Status(r.agent.ID, id), "left for replay")
 		pending, err := ledger.AckPending(t.Context(), room.ID, id)
 		require.NoError(t, err)
-		assert.False(t, pending, "not recorded as settled")
+		assert.False(t, pending, "not recorded as decided")
 		key, err := ledger.Key(t.Context(), room.ID, bandonce.DefaultKey(id))
 		require.NoError(t, err)
 		assert.Equal(t, bandonce.KeyUnknown, key, "no reply recorded")

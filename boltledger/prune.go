@@ -10,7 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Prune deletes the settled key records (KeyAccepted, KeyDuplicateDropped),
+// Prune deletes the in-room key records (KeyAccepted, KeyDuplicateDropped),
 // the ack-pending records and the step results last written before cutoff,
 // and returns how many it deleted. Intent records are always kept: they are the ones that
 // make the shell read the room.
