@@ -499,7 +499,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 				t.recordWrite(ectx, w.key, record, KeyDuplicateDropped, v)
 				r.s.log.Info("bandonce: already on Band; not writing it again", "room", r.id, "key", w.key, "write", w.kind)
 				return v, false, nil
-			case facts.Ledger == lifecycle.Settled:
+			case facts.Ledger == lifecycle.InRoom:
 				return zero, false, fmt.Errorf("bandonce: %s (key %q): %w", w.call, w.key, ErrWriteGone)
 			}
 		}

@@ -25,7 +25,7 @@ func BenchmarkMessage(b *testing.B) {
 
 // BenchmarkMessageDurable is BenchmarkMessage on the durable bbolt ledger,
 // with natural keys shared by pairs of messages (the second of each pair
-// is settled from the ledger without a room read), and reports the bytes
+// is decided from the ledger without a room read), and reports the bytes
 // and fsyncs the ledger wrote per message.
 func BenchmarkMessageDurable(b *testing.B) {
 	var ledger *boltledger.Ledger
@@ -60,7 +60,7 @@ func benchmarkMessages(b *testing.B, h bandonce.Handler, ledger func(*fakeband.A
 			b.Fatal(err)
 		}
 	}
-	trips, elapsed, cpu := settleAll(b, band, bandonce.Config{
+	trips, elapsed, cpu := serveAll(b, band, bandonce.Config{
 		APIKey: agent.Key, BaseURL: band.BaseURL(), HTTPClient: band.HTTPClient(),
 		Handler: h, Ledger: ledger(&agent),
 	})
@@ -69,18 +69,18 @@ func benchmarkMessages(b *testing.B, h bandonce.Handler, ledger func(*fakeband.A
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/msg")
 }
 
-// settleAll runs a shell made from cfg (polling, no socket) until it has
-// settled b.N deliveries, timing that alone, and returns the requests
+// serveAll runs a shell made from cfg (polling, no socket) until it has
+// served b.N deliveries, timing that alone, and returns the requests
 // the messages cost (messageRequests), the time it took, and the CPU time
 // the process spent meanwhile (shell, fake and collector together: on a
 // shared machine it varies far less than the time).
-func settleAll(b *testing.B, band *fakeband.Band, cfg bandonce.Config) (trips int, elapsed, cpu time.Duration) {
+func serveAll(b *testing.B, band *fakeband.Band, cfg bandonce.Config) (trips int, elapsed, cpu time.Duration) {
 	b.Helper()
 	done := make(chan struct{})
-	settled := 0
+	served := 0
 	cfg.DisableSocket, cfg.PollInterval = true, time.Hour
 	cfg.Hooks.Outcome = func(bandonce.Outcome) {
-		if settled++; settled == b.N {
+		if served++; served == b.N {
 			close(done)
 		}
 	}
@@ -149,7 +149,7 @@ func BenchmarkIdleRoom(b *testing.B) {
 		time.Sleep(time.Millisecond)
 	}
 	b.StopTimer()
-	time.Sleep(50 * time.Millisecond) // the last rounds settle into the heap
+	time.Sleep(50 * time.Millisecond) // the last rounds reach the heap
 	held := liveHeap() - before
 	extra := runtime.NumGoroutine() - goroutines
 	cancel()
@@ -182,8 +182,8 @@ func BenchmarkWaitingTurn(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	var waiting, settled atomic.Int64
-	release, allSettled := make(chan struct{}), make(chan struct{})
+	var waiting, served atomic.Int64
+	release, allServed := make(chan struct{}), make(chan struct{})
 	shell, err := bandonce.New(bandonce.Config{
 		APIKey: agent.Key, Logger: slog.New(slog.DiscardHandler),
 		BaseURL: band.BaseURL(), HTTPClient: band.HTTPClient(), DisableSocket: true, PollInterval: time.Hour,
@@ -197,8 +197,8 @@ func BenchmarkWaitingTurn(b *testing.B) {
 			return echo(ctx, m)
 		},
 		Hooks: bandonce.Hooks{Outcome: func(bandonce.Outcome) {
-			if settled.Add(1) == int64(b.N) {
-				close(allSettled)
+			if served.Add(1) == int64(b.N) {
+				close(allServed)
 			}
 		}},
 	})
@@ -220,7 +220,7 @@ func BenchmarkWaitingTurn(b *testing.B) {
 	b.ReportMetric(float64(stack)/float64(b.N), "stack-B/turn")
 	extra := runtime.NumGoroutine() - goroutines
 	close(release)
-	<-allSettled
+	<-allServed
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)

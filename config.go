@@ -117,12 +117,12 @@ type Config struct {
 	// scrubbed from every record before it gets there.
 	Logger *slog.Logger
 
-	// SettledLogLevel is the level of the line the shell logs for each
-	// settled delivery ("bandonce: settled", with its room, message,
+	// OutcomeLogLevel is the level of the line the shell logs for each
+	// delivery's outcome ("bandonce: outcome", with its room, message,
 	// outcome and attempt). Zero is slog.LevelInfo; slog.LevelDebug
 	// quiets it under a handler at Info, and any level above the
 	// handler's shows it.
-	SettledLogLevel slog.Level
+	OutcomeLogLevel slog.Level
 
 	// Hooks observe the shell: outcomes, handler calls, requests, control
 	// signals, the socket and rooms. Nil fields are skipped. Package

@@ -320,6 +320,22 @@ func (r *rig) run(tweak func(*bandonce.Config)) (stop func() error) {
 	return stop
 }
 
+// stoppedRig starts a rig of one room whose handler works for work, with
+// the messages says waiting there first, and stops the agent in that room.
+// It returns the rig, the room, the ids of the messages said, and the run's
+// stop.
+func stoppedRig(t *testing.T, work time.Duration, says ...string) (r *rig, room fakeband.Room, ids []string, stop func() error) {
+	t.Helper()
+	r = newRig(t, 1, work)
+	room = r.rooms[0]
+	for _, text := range says {
+		ids = append(ids, r.say(room, text))
+	}
+	stop = r.run(nil)
+	require.NoError(t, r.band.StopRoom(room.ID))
+	return r, room, ids, stop
+}
+
 // startOnce starts a shell like world.start, and also stops it when the
 // test ends, so that a failed require inside a synctest bubble reports
 // the failure instead of leaving the bubble deadlocked on a running

@@ -137,7 +137,7 @@ func checkPhase(t *testing.T, p phase, sig string, want expectation) {
 	assert.Equal(t, want.status, r.band.Status(r.agent.ID, id), "status")
 	assert.Equal(t, want.outcomes, r.out.of(id), "outcomes")
 
-	// Whatever the phase, once played the message ends settled exactly
+	// Whatever the phase, once played the message ends exactly
 	// once: answered, unless an interrupt consumed it.
 	r.h.setWork(0)
 	switch sig {
@@ -148,7 +148,7 @@ func checkPhase(t *testing.T, p phase, sig string, want expectation) {
 	}
 	time.Sleep(30 * time.Second)
 	require.NoError(t, stop())
-	assert.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id), "settled in the end")
+	assert.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id), "processed in the end")
 	if sig == sigInterrupt && want.replies == 0 {
 		assert.Zero(t, r.repliesTo(room, key), "an interrupt is never answered later")
 	} else {

@@ -76,7 +76,7 @@ func TestTheRoomWaitsForAHandlerThatIgnoresItsContext(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		assert.Equal(t, []string{first}, r.h.allCalls(), "one message at a time: the next waits")
 		assert.Equal(t, 1, r.h.busy())
-		assert.Equal(t, []string{"processing"}, r.marksOf(first), "nothing settled while the handler still runs")
+		assert.Equal(t, []string{"processing"}, r.marksOf(first), "nothing marked while the handler still runs")
 
 		r.h.setWork(0)
 		time.Sleep(30 * time.Second)
@@ -91,7 +91,7 @@ func TestTheRoomWaitsForAHandlerThatIgnoresItsContext(t *testing.T) {
 // Origin: control-semantics.md §1.4 (transition table), a row no Python scenario names.
 // Two signals racing on one cycle. Whichever kind wins, the cycle dies,
 // nothing is posted, the room ends stopped, and after play the message is
-// settled once: either consumed, or answered once.
+// ended once: either consumed, or answered once.
 func TestTwoRacingSignalsKillTheCycleWhateverTheOrder(t *testing.T) {
 	for _, order := range [][2]string{{"interrupt", "stop"}, {"stop", "interrupt"}} {
 		for _, p := range []phase{{name: "handler", work: time.Hour}, {name: "claim", hold: fakeband.EndpointProcessing}} {

@@ -33,7 +33,7 @@ func TestTheSameCorrelationIDIsAppliedOnce(t *testing.T) {
 		time.Sleep(time.Second)
 		r.tap.signal("stop", "room", room.ID, stopID)
 		id := r.say(room, "after the replayed stop")
-		time.Sleep(time.Second) // less than a stop takes to settle: a probe cannot have lifted it
+		time.Sleep(time.Second) // less than a stop's grace: a probe cannot have lifted it
 		require.NoError(t, stop())
 		assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)), "the duplicate was dropped")
 		assert.True(t, r.logs.has(slog.LevelDebug, "duplicate control signal dropped", stopID))
@@ -120,7 +120,7 @@ func TestACorrelationIDIsSpentEvenWhenItsSignalAppliesNowhere(t *testing.T) {
 		r.tap.signal("stop", "room", "ghost", "ctl-x")
 		r.tap.signal("stop", "room", room.ID, "ctl-x")
 		id := r.say(room, "not stopped")
-		time.Sleep(time.Second) // less than a stop takes to settle: a probe cannot have lifted it
+		time.Sleep(time.Second) // less than a stop's grace: a probe cannot have lifted it
 		require.NoError(t, stop())
 		assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)))
 	})
@@ -142,7 +142,7 @@ func TestTheDedupSetRemembersAtLeast256IDsAndIsBounded(t *testing.T) {
 		}
 		r.tap.signal("stop", "room", room.ID, "ctl-old")
 		first := r.say(room, "remembered")
-		time.Sleep(time.Second) // less than a stop takes to settle: a probe cannot have lifted it
+		time.Sleep(time.Second) // less than a stop's grace: a probe cannot have lifted it
 		assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(first)), "256 ids back, the replay is still dropped")
 
 		for i := range 1000 {
@@ -151,7 +151,7 @@ func TestTheDedupSetRemembersAtLeast256IDsAndIsBounded(t *testing.T) {
 		r.tap.signal("stop", "room", room.ID, "ctl-old")
 		second := r.say(room, "forgotten")
 		// Band's gate is open, so the room's first probe would lift this
-		// stop once it settles; until then it holds.
+		// stop once its grace is over; until then it holds.
 		time.Sleep(time.Second)
 		assert.Zero(t, r.h.callsOf(second), "evicted: the old id is applied again")
 		require.NoError(t, stop())

@@ -33,7 +33,7 @@ func (r *room) deliver(fetch, hard context.Context, cy *cycle, m *wire.Message, 
 		return r.ackOnly(hard, m, o)
 	}
 	if pending || r.consumeOnServe[m.ID] || r.isOwn(m) {
-		// The fate is already settled: only the processed mark is owed.
+		// The fate is already decided: only the processed mark is owed.
 		return r.ackOnly(hard, m, Outcome{Kind: Acknowledged})
 	}
 

@@ -135,11 +135,12 @@
 //
 // The shell logs to Config.Logger, slog.Default() when nil: a line at start
 // (agent, rooms, socket), a warning for every failure that repeats, naming
-// the call and the URL, a debug line per settled message, a line at
+// the call and the URL, a line per delivery's outcome (at
+// Config.OutcomeLogLevel, Info unless set), a line at
 // shutdown. Config.Hooks are for a program that wants the events
 // themselves; each is called without blocking the shell for long:
 //
-//   - Outcome and DeadLetter: a delivery was settled, or given up on.
+//   - Outcome and DeadLetter: a delivery had its outcome, or was given up on.
 //   - DeliveryStart and DeliveryEnd bracket one delivery of a message, and
 //     HandlerStart and HandlerEnd the handler call inside it; the start
 //     hooks may return a context carrying a trace span, which the

@@ -20,8 +20,8 @@ type DrainResult struct {
 	// Stopped lists the rooms that were stopped when the run ended: what
 	// waits there waits for play, and a later run answers it.
 	Stopped []string
-	// Settled counts the deliveries the run settled, by outcome.
-	Settled map[OutcomeKind]int
+	// Outcomes counts the run's deliveries, by outcome.
+	Outcomes map[OutcomeKind]int
 	// Waiting lists the messages that were waiting for their next handler
 	// attempt when the run ended (see Backoff), by room. Band has them
 	// marked failed and serves them again: a later run, or Run, picks
@@ -51,18 +51,18 @@ var errDrained = errors.New("bandonce: every room is drained")
 // drained when its /next has answered empty and it has no handler
 // running, no mark owed and no retry pending; a stopped room counts as
 // drained, since its work waits for play, and DrainResult.Stopped names
-// it. A message whose marks keep failing keeps the run going until it is
-// settled or ctx ends.
+// it. A message whose marks keep failing keeps the run going until it has
+// its outcome or ctx ends.
 //
 // Everything else is as in Run: control signals keep working, ctx bounds
 // the whole run (ending it is a clean shutdown: nil, with Drained false),
 // and a rejected key or a supersede end it with that error.
 func (s *Shell) Drain(ctx context.Context) (DrainResult, error) {
-	d := &drainTracker{rooms: map[*room]bool{}, stopped: map[string]bool{}, settled: map[OutcomeKind]int{}}
+	d := &drainTracker{rooms: map[*room]bool{}, stopped: map[string]bool{}, outcomes: map[OutcomeKind]int{}}
 	err := s.serve(ctx, d)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	res := DrainResult{Drained: err == nil && d.done, Rooms: d.served, Settled: maps.Clone(d.settled)}
+	res := DrainResult{Drained: err == nil && d.done, Rooms: d.served, Outcomes: maps.Clone(d.outcomes)}
 	for id, stopped := range d.stopped {
 		if stopped {
 			res.Stopped = append(res.Stopped, id)
@@ -81,7 +81,7 @@ func (s *Shell) Drain(ctx context.Context) (DrainResult, error) {
 		s.log.Info("bandonce: messages wait for their next attempt; a later run answers them", "messages", len(res.Waiting))
 	}
 	if res.Drained {
-		s.log.Info("bandonce: every room drained", "rooms", res.Rooms, "settled", res.Settled)
+		s.log.Info("bandonce: every room drained", "rooms", res.Rooms, "outcomes", res.Outcomes)
 		if len(res.Stopped) > 0 {
 			s.log.Info("bandonce: some rooms are stopped; what waits there waits for play", "rooms", res.Stopped)
 		}
@@ -92,14 +92,14 @@ func (s *Shell) Drain(ctx context.Context) (DrainResult, error) {
 // drainTracker knows which rooms of a Drain run still have work; when
 // none has, it ends the run.
 type drainTracker struct {
-	mu      sync.Mutex
-	end     context.CancelCauseFunc // ends fetching; set once start-up is over
-	fetch   context.Context         // the run's fetching, to know it is over
-	rooms   map[*room]bool          // true: the room has work, or has not looked yet
-	stopped map[string]bool         // by room id: drained because stopped
-	settled map[OutcomeKind]int
-	served  int
-	done    bool
+	mu       sync.Mutex
+	end      context.CancelCauseFunc // ends fetching; set once start-up is over
+	fetch    context.Context         // the run's fetching, to know it is over
+	rooms    map[*room]bool          // true: the room has work, or has not looked yet
+	stopped  map[string]bool         // by room id: drained because stopped
+	outcomes map[OutcomeKind]int
+	served   int
+	done     bool
 }
 
 // add counts a new room as having work until its first empty /next.
@@ -170,7 +170,7 @@ func (d *drainTracker) checkLocked() {
 func (d *drainTracker) count(kind OutcomeKind) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.settled[kind]++
+	d.outcomes[kind]++
 }
 
 // waiting describes the room's held message, if it has one. Only the

@@ -67,7 +67,7 @@ func TestDrainAnswersWhatIsWaitingThenReturns(t *testing.T) {
 		assert.True(t, res.Drained)
 		assert.Equal(t, 3, res.Rooms)
 		assert.Empty(t, res.Stopped)
-		assert.Equal(t, len(ids), res.Settled[bandonce.Replied])
+		assert.Equal(t, len(ids), res.Outcomes[bandonce.Replied])
 		for i, room := range r.rooms {
 			assert.Len(t, r.replies(room), i+1)
 		}
@@ -89,7 +89,7 @@ func TestDrainWithNothingWaitingReturnsAtOnce(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, res.Drained)
 		assert.Equal(t, 2, res.Rooms)
-		assert.Empty(t, res.Settled)
+		assert.Empty(t, res.Outcomes)
 	})
 }
 

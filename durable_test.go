@@ -91,7 +91,7 @@ func TestCrashAtEveryRequestBoundaryWithTheDurableLedger(t *testing.T) {
 						// copy's, so the ledger is checked against the room.
 						assert.Equal(t, 1, reads, "a redelivery with no record checks the ledger against the room, once")
 					} else {
-						assert.Zero(t, reads, "the ledger settled it without reading the room")
+						assert.Zero(t, reads, "the ledger decided it without reading the room")
 					}
 				})
 			})
@@ -100,10 +100,10 @@ func TestCrashAtEveryRequestBoundaryWithTheDurableLedger(t *testing.T) {
 }
 
 // Natural keys shared across messages, and redeliveries after a crash
-// between the post and the ack, are settled by the durable ledger within
+// between the post and the ack, are decided by the durable ledger within
 // four round trips: the room is read once, in the first life, to check the
 // ledger against it before its first "no record" is trusted.
-func TestDurableLedgerSettlesSharedKeysAndRedeliveriesWithoutReading(t *testing.T) {
+func TestDurableLedgerDecidesSharedKeysAndRedeliveriesWithoutReading(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agent.ledger")
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 1)
@@ -223,7 +223,7 @@ func TestCrashAtEveryLedgerWrite(t *testing.T) {
 					case noRecord:
 						assert.Equal(t, 1, reads, "a redelivery with no record checks the ledger against the room, once")
 					default:
-						assert.Zero(t, reads, "the ledger settled it without reading the room")
+						assert.Zero(t, reads, "the ledger decided it without reading the room")
 					}
 				})
 			})
@@ -307,7 +307,7 @@ func TestARestoredOlderLedgerDoesNotDoubleAReply(t *testing.T) {
 				}
 				state, err := ledger.Key(t.Context(), room.ID, key)
 				require.NoError(t, err)
-				assert.True(t, state.Settled(), "the ledger was brought up to the room: %v", state)
+				assert.True(t, state.InRoom(), "the ledger was brought up to the room: %v", state)
 			})
 		})
 	}

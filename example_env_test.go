@@ -40,7 +40,7 @@ func ExampleConfigFromEnv() {
 		panic(err)
 	}
 	res, err := shell.Drain(context.Background())
-	fmt.Println("replied:", res.Settled[bandonce.Replied], err)
+	fmt.Println("replied:", res.Outcomes[bandonce.Replied], err)
 	fmt.Println("agent checked:", shell.AgentID() == agent.ID)
 
 	// A variable in the wrong convention is named, with the fix.

@@ -21,14 +21,14 @@ func Example() {
 	room := band.AddRoom("demo", ada, agent.ID)
 	msg, _ := band.Say(room.ID, ada.ID, "hello", agent.ID)
 
-	settled := make(chan bandonce.Outcome, 1)
+	outcome := make(chan bandonce.Outcome, 1)
 	shell, err := bandonce.New(bandonce.Config{
 		APIKey: agent.Key,
 		Handler: func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 			return &bandonce.Reply{Content: "echo: " + m.Body(), Mentions: []string{m.SenderID}}, nil
 		},
 		BaseURL: band.BaseURL(), SocketURL: band.SocketURL(), HTTPClient: band.HTTPClient(),
-		Hooks: bandonce.Hooks{Outcome: func(o bandonce.Outcome) { settled <- o }},
+		Hooks: bandonce.Hooks{Outcome: func(o bandonce.Outcome) { outcome <- o }},
 	})
 	if err != nil {
 		panic(err)
@@ -36,7 +36,7 @@ func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- shell.Run(ctx) }()
-	fmt.Println("outcome:", (<-settled).Kind)
+	fmt.Println("outcome:", (<-outcome).Kind)
 	cancel()
 	fmt.Println("run:", <-done)
 	for _, p := range band.Posts(room.ID) {
@@ -59,7 +59,7 @@ func Example_interrupt() {
 	msg, _ := band.Say(room.ID, ada.ID, "think hard", agent.ID)
 
 	started := make(chan struct{})
-	settled := make(chan bandonce.Outcome, 1)
+	outcome := make(chan bandonce.Outcome, 1)
 	shell, _ := bandonce.New(bandonce.Config{
 		APIKey: agent.Key,
 		Handler: func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
@@ -71,14 +71,14 @@ func Example_interrupt() {
 			return nil, context.Cause(ctx)
 		},
 		BaseURL: band.BaseURL(), SocketURL: band.SocketURL(), HTTPClient: band.HTTPClient(),
-		Hooks: bandonce.Hooks{Outcome: func(o bandonce.Outcome) { settled <- o }},
+		Hooks: bandonce.Hooks{Outcome: func(o bandonce.Outcome) { outcome <- o }},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- shell.Run(ctx) }()
 	<-started
 	_ = band.Interrupt(agent.ID, "") // what a human's interrupt button does
-	fmt.Println("outcome:", (<-settled).Kind)
+	fmt.Println("outcome:", (<-outcome).Kind)
 	cancel()
 	<-done
 	fmt.Println("status:", band.Status(agent.ID, msg), "replies:", len(band.Posts(room.ID))-1)
@@ -197,7 +197,7 @@ func ExampleShell_Drain() {
 	defer cancel()
 	res, err := shell.Drain(ctx)
 	fmt.Println("drained:", res.Drained, "err:", err)
-	fmt.Println("rooms:", res.Rooms, "replied:", res.Settled[bandonce.Replied], "stopped:", len(res.Stopped))
+	fmt.Println("rooms:", res.Rooms, "replied:", res.Outcomes[bandonce.Replied], "stopped:", len(res.Stopped))
 	// Output:
 	// drained: true err: <nil>
 	// rooms: 3 replied: 3 stopped: 0

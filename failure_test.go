@@ -502,7 +502,7 @@ func TestAGuardThatCannotReadAnOwnPostBackGivesTheMessageUp(t *testing.T) {
 }
 
 // Origin: control-semantics.md §6.3 gap G12.
-// A message Band keeps serving though it is settled must not spin the room: a
+// A message Band keeps serving though it is done must not spin the room: a
 // stale /next, and a processed mark that keeps failing. A busy loop would
 // never let virtual time pass; the counts bound the rate.
 func TestNoBusyLoopOnAMessageBandKeepsServing(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 // blocking: a slow hook delays that room, or every control signal. An error
 // a hook receives never shows the APIKey. doc.go says what each is for.
 type Hooks struct {
-	// Outcome is called once each time a message's delivery is settled.
+	// Outcome is called once each time a message's delivery has its outcome.
 	Outcome func(Outcome)
 	// DeadLetter is called when a message is given up on: marked failed
 	// with the reason, then consumed so the room moves on.
@@ -75,7 +75,7 @@ type Delivery struct {
 	// Attempt is Band's attempt number once the message is claimed (the
 	// processing mark); zero before.
 	Attempt int
-	// Outcome is how the delivery was settled. Only DeliveryEnd sees it,
+	// Outcome is how the delivery ended. Only DeliveryEnd sees it,
 	// and it is zero when the delivery ended without one: a shutdown, a
 	// claim Band refused or never answered.
 	Outcome OutcomeKind

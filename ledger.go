@@ -34,11 +34,11 @@ func (s KeyState) String() string {
 	}
 }
 
-// Settled reports whether the reply with this key is known to be in the room.
-func (s KeyState) Settled() bool { return s == KeyAccepted || s == KeyDuplicateDropped }
+// InRoom reports whether the reply with this key is known to be in the room.
+func (s KeyState) InRoom() bool { return s == KeyAccepted || s == KeyDuplicateDropped }
 
 // Ledger records what the shell did, so a later delivery of the same
-// message can be settled without repeating it. The shell calls it from one
+// message can be answered without repeating it. The shell calls it from one
 // goroutine per room; implementations must be safe for concurrent use
 // across rooms.
 type Ledger interface {
@@ -48,7 +48,7 @@ type Ledger interface {
 	// must be durable, if the ledger is, before SetKey returns: the post
 	// it protects follows at once.
 	SetKey(ctx context.Context, room, key string, state KeyState) error
-	// AckPending reports whether the message's fate is settled (its reply
+	// AckPending reports whether the message's fate is decided (its reply
 	// posted, or none due) and only its processed mark is outstanding.
 	AckPending(ctx context.Context, room, messageID string) (bool, error)
 	// SetAckPending records (pending true) or clears (false) that state.

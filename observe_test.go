@@ -22,7 +22,7 @@ import (
 )
 
 // A run as a person reads it: who and what at start, an Info line per
-// settled message, a last line at shutdown, and nothing alarming for a
+// delivery's outcome, a last line at shutdown, and nothing alarming for a
 // clean one (it used to say "socket disconnected; polling until it is
 // back" every time).
 func TestLogsOfACleanRun(t *testing.T) {
@@ -41,7 +41,7 @@ func TestLogsOfACleanRun(t *testing.T) {
 
 		assert.True(t, logs.has(slog.LevelInfo, "bandonce: serving", "agent="+w.agent.ID, "handle="+w.agent.Handle,
 			"rooms=2", "socket=connected", "url="+w.band.BaseURL()), "%v", logs.records)
-		assert.True(t, logs.has(slog.LevelInfo, "bandonce: settled", "message="+id, "outcome=replied", "attempt=1"))
+		assert.True(t, logs.has(slog.LevelInfo, "bandonce: outcome", "message="+id, "outcome=replied", "attempt=1"))
 		assert.True(t, logs.has(slog.LevelInfo, "bandonce: stopped", "agent="+w.agent.ID, "replied=1"))
 		for _, r := range logs.records {
 			assert.Less(t, r.level, slog.LevelWarn, "a clean run logs nothing alarming: %s", r.text)
@@ -50,32 +50,32 @@ func TestLogsOfACleanRun(t *testing.T) {
 	})
 }
 
-// Config.SettledLogLevel quiets the line per settled message: at Debug,
+// Config.OutcomeLogLevel quiets the line per delivery's outcome: at Debug,
 // a handler at Info drops it, and keeps every other line.
-func TestTheSettledLineCanBeQuieted(t *testing.T) {
+func TestTheOutcomeLineCanBeQuieted(t *testing.T) {
 	w := newWorld(t, 1)
 	w.say(w.rooms[0], "hello")
 	var out safebuf.Buffer
 	cfg := w.config(echo)
 	cfg.Logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg.SettledLogLevel = slog.LevelDebug
+	cfg.OutcomeLogLevel = slog.LevelDebug
 	s, err := bandonce.New(cfg)
 	require.NoError(t, err)
 	res, err := s.Drain(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, 1, res.Settled[bandonce.Replied])
-	assert.NotContains(t, out.String(), "bandonce: settled")
+	require.Equal(t, 1, res.Outcomes[bandonce.Replied])
+	assert.NotContains(t, out.String(), "bandonce: outcome")
 	assert.Contains(t, out.String(), "bandonce: every room drained", "the other Info lines stay")
 
 	// The check can fail: at its default level the line is there.
 	out = safebuf.Buffer{}
 	w.say(w.rooms[0], "again")
-	cfg.SettledLogLevel = 0
+	cfg.OutcomeLogLevel = 0
 	s, err = bandonce.New(cfg)
 	require.NoError(t, err)
 	_, err = s.Drain(context.Background())
 	require.NoError(t, err)
-	assert.Contains(t, out.String(), "level=INFO msg=\"bandonce: settled\"")
+	assert.Contains(t, out.String(), "level=INFO msg=\"bandonce: outcome\"")
 }
 
 // A repeated failure is a warning that says what failed and where.
@@ -294,7 +294,7 @@ func TestHooksSeeTheGuardSignalsAndLeftDeliveries(t *testing.T) {
 			"handler end trace=handler took=1s err=bandonce: shutting down cause=bandonce: shutting down",
 			"delivery end unknown attempt=1 trace=delivery",
 			"room added=false",
-		}, list[len(list)-3:], "after ShutdownTimeout the handler is cancelled; nothing settled, nothing marked")
+		}, list[len(list)-3:], "after ShutdownTimeout the handler is cancelled; no outcome, nothing marked")
 		assert.Contains(t, c.all(), "socket up=false")
 	})
 }

@@ -26,7 +26,7 @@ const (
 	Interrupted
 	// Stopped: a stop aborted the cycle; the message stays for replay.
 	Stopped
-	// AckPending: the reply is settled but the processed mark failed; only
+	// AckPending: the reply is decided but the processed mark failed; only
 	// the mark is retried.
 	AckPending
 	// Acknowledged: a pending processed mark was retried and landed.
@@ -42,7 +42,7 @@ func (k OutcomeKind) String() string {
 	return "unknown"
 }
 
-// Outcome describes one settled delivery.
+// Outcome describes how one delivery ended.
 type Outcome struct {
 	Kind      OutcomeKind
 	RoomID    string
@@ -84,10 +84,10 @@ func (r *room) recordOutcome(o Outcome) {
 	}
 }
 
-// logOutcome writes the line of a settled delivery, at
-// Config.SettledLogLevel.
+// logOutcome writes the line of a delivery's outcome, at
+// Config.OutcomeLogLevel.
 func (s *Shell) logOutcome(o Outcome) {
-	level := s.cfg.SettledLogLevel
+	level := s.cfg.OutcomeLogLevel
 	if !s.log.Enabled(context.Background(), level) {
 		return
 	}
@@ -101,5 +101,5 @@ func (s *Shell) logOutcome(o Outcome) {
 	if o.Err != nil {
 		attrs = append(attrs, slog.Any("err", o.Err))
 	}
-	s.log.LogAttrs(context.Background(), level, "bandonce: settled", attrs...)
+	s.log.LogAttrs(context.Background(), level, "bandonce: outcome", attrs...)
 }

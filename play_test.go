@@ -19,10 +19,7 @@ import (
 // Origin: control-semantics.md §5.1.9 (Python interrupt suite).
 func TestPlayClearsTheStopAndAsksNextOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, 0)
-		room := r.rooms[0]
-		stop := r.run(nil)
-		require.NoError(t, r.band.StopRoom(room.ID))
+		r, room, _, stop := stoppedRig(t, 0)
 		time.Sleep(time.Second)
 		nexts := r.tap.count("next", room.ID)
 		require.NoError(t, r.band.PlayRoom(room.ID))
@@ -39,11 +36,8 @@ func TestPlayClearsTheStopAndAsksNextOnce(t *testing.T) {
 // Origin: control-semantics.md §5.1.11 (Python interrupt suite).
 func TestPlayReplaysTheLeftMessageAndReplies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, time.Minute)
-		room := r.rooms[0]
-		id := r.say(room, "replayed")
-		stop := r.run(nil)
-		require.NoError(t, r.band.StopRoom(room.ID))
+		r, room, said, stop := stoppedRig(t, time.Minute, "replayed")
+		id := said[0]
 		time.Sleep(time.Second)
 		r.h.setWork(0)
 		require.NoError(t, r.band.PlayRoom(room.ID))
@@ -77,10 +71,7 @@ func TestStopThenPlayAreBothApplied(t *testing.T) {
 // Origin: control-semantics.md §5.3.15 (Python bridge suite).
 func TestRoomPlayHandlesTheMessageThatArrivedWhileStopped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, 0)
-		room := r.rooms[0]
-		stop := r.run(nil)
-		require.NoError(t, r.band.StopRoom(room.ID))
+		r, room, _, stop := stoppedRig(t, 0)
 		id := r.say(room, "m-a")
 		time.Sleep(time.Minute)
 		require.Zero(t, r.h.callsOf(id))
@@ -94,10 +85,7 @@ func TestRoomPlayHandlesTheMessageThatArrivedWhileStopped(t *testing.T) {
 // Origin: control-semantics.md §5.3.17 (Python bridge suite).
 func TestPlayWithNothingPendingRunsNoHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, 0)
-		room := r.rooms[0]
-		stop := r.run(nil)
-		require.NoError(t, r.band.StopRoom(room.ID))
+		r, room, _, stop := stoppedRig(t, 0)
 		require.NoError(t, r.band.PlayRoom(room.ID))
 		time.Sleep(time.Minute)
 		require.NoError(t, stop())
@@ -144,10 +132,7 @@ func TestPlayDoesNotBlockTheReceivePath(t *testing.T) {
 func TestALostPlayIsFoundByAProbe(t *testing.T) {
 	t.Run("a message pushed after the lost play", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			r := newRig(t, 1, 0)
-			room := r.rooms[0]
-			stop := r.run(nil)
-			require.NoError(t, r.band.StopRoom(room.ID))
+			r, room, _, stop := stoppedRig(t, 0)
 			time.Sleep(5 * time.Second)
 			r.gateQuietly(room, false)
 			id := r.say(room, "after the lost play")
@@ -158,10 +143,7 @@ func TestALostPlayIsFoundByAProbe(t *testing.T) {
 	})
 	t.Run("no push since: the periodic probe", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			r := newRig(t, 1, 0)
-			room := r.rooms[0]
-			stop := r.run(nil)
-			require.NoError(t, r.band.StopRoom(room.ID))
+			r, room, _, stop := stoppedRig(t, 0)
 			id := r.say(room, "while stopped")
 			time.Sleep(5 * time.Second) // its push's probe found the gate closed
 			r.gateQuietly(room, false)
@@ -175,10 +157,7 @@ func TestALostPlayIsFoundByAProbe(t *testing.T) {
 	for name, failedProbes := range map[string]int{"a reconnect": 0, "a reconnect whose probe fails first": 5} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := newRig(t, 1, 0)
-				room := r.rooms[0]
-				stop := r.run(nil)
-				require.NoError(t, r.band.StopRoom(room.ID))
+				r, room, _, stop := stoppedRig(t, 0)
 				id := r.say(room, "while stopped")
 				time.Sleep(5 * time.Second)
 				r.gateQuietly(room, false)

@@ -177,7 +177,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 	for try := 0; ; try++ {
 		switch lifecycle.Guard(facts) {
 		case lifecycle.DropDuplicate:
-			if !state.Settled() {
+			if !state.InRoom() {
 				r.setKey(ctx, e.key, KeyDuplicateDropped)
 			}
 			r.s.log.Info("bandonce: already in the room; not sending it again", "room", r.id, "key", e.key)
@@ -203,7 +203,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 				facts.Checked = true
 			}
 			if found {
-				facts.Ledger = lifecycle.Settled
+				facts.Ledger = lifecycle.InRoom
 				continue
 			}
 		}
@@ -335,8 +335,8 @@ func (r *room) setKey(ctx context.Context, key string, state KeyState) {
 
 func knowledge(s KeyState) lifecycle.Knowledge {
 	switch {
-	case s.Settled():
-		return lifecycle.Settled
+	case s.InRoom():
+		return lifecycle.InRoom
 	case s == KeyIntent:
 		return lifecycle.Intent
 	default:

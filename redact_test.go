@@ -440,6 +440,11 @@ func TestACrossOriginRedirectEndsRunAtOnce(t *testing.T) {
 				StartTimeout: time.Hour}, func(*observed) bool { return false })
 			require.ErrorIs(t, o.runErr, bandonce.ErrCrossOriginRedirect)
 			assert.Contains(t, o.runErr.Error(), "must not redirect to another origin")
+			if name == "REST" {
+				assert.Contains(t, o.runErr.Error(), "BAND_BASE_URL or BAND_REST_URL through ConfigFromEnv, or Config.BaseURL", "names what the user may have set")
+			} else {
+				assert.Contains(t, o.runErr.Error(), "(check Config.SocketURL)", "set as a field, named as one")
+			}
 			assert.Zero(t, th.keys.Load(), "the redirect's target got the key")
 			assertNoTrace(t, agent.Key, o.texts()...)
 		})

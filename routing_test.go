@@ -198,7 +198,7 @@ func TestAgentWidePlayResumesEveryRoom(t *testing.T) {
 		require.Empty(t, r.h.allCalls(), "the plays were lost")
 		r.band.ClearFaults()
 		r.tap.signal("play", "agent", "", "")
-		time.Sleep(time.Second) // less than a stop takes to settle
+		time.Sleep(time.Second) // less than a stop's grace
 		require.NoError(t, stop())
 		for i, room := range r.rooms {
 			assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(ids[i])))

@@ -226,7 +226,7 @@ func asFatal(err error) error {
 		return fmt.Errorf("%w: %w", ErrUnauthorized, apiErr)
 	}
 	if errors.Is(err, ErrCrossOriginRedirect) {
-		return fmt.Errorf("bandonce: Band's REST root must not redirect to another origin (check Config.BaseURL): %w", err)
+		return fmt.Errorf("bandonce: Band's REST root must not redirect to another origin (check where it was set: BAND_BASE_URL or BAND_REST_URL through ConfigFromEnv, or Config.BaseURL): %w", err)
 	}
 	return nil
 }

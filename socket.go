@@ -77,7 +77,7 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 		case errors.As(err, &up) && (up.Status == http.StatusUnauthorized || up.Status == http.StatusForbidden):
 			s.failRun(errors.Join(ErrUnauthorized, err))
 		case errors.Is(err, ErrCrossOriginRedirect):
-			s.failRun(fmt.Errorf("bandonce: Band's socket URL must not redirect to another origin (check Config.SocketURL): %w", err))
+			s.failRun(fmt.Errorf("bandonce: Band's socket URL must not redirect to another origin (check %s): %w", s.cfg.named("SocketURL"), err))
 		default:
 			// A conflict or a refused upgrade: control signals cannot
 			// reach this shell, but messages still do through polling.

@@ -193,7 +193,7 @@ func (s *Shell) logStopped(err error, clean bool, began time.Time) {
 	counts := s.counts
 	agent := s.me.ID
 	s.mu.Unlock()
-	attrs := []any{"agent", agent, "ran", time.Since(began).Round(time.Millisecond), slog.Group("settled", counts.attrs()...)}
+	attrs := []any{"agent", agent, "ran", time.Since(began).Round(time.Millisecond), slog.Group("outcomes", counts.attrs()...)}
 	if clean {
 		s.log.Info("bandonce: stopped", attrs...)
 		return

@@ -152,7 +152,7 @@ func TestShellAgentIDOnceKnown(t *testing.T) {
 	assert.Empty(t, s.AgentID(), "unknown before Run")
 	res, err := s.Drain(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, 1, res.Settled[bandonce.Replied])
+	assert.Equal(t, 1, res.Outcomes[bandonce.Replied])
 	assert.Equal(t, w.agent.ID, s.AgentID())
 }
 

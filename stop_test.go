@@ -115,7 +115,7 @@ func TestStopLeavesTheRunningMessageActionable(t *testing.T) {
 		assert.Equal(t, fakeband.StatusProcessing, r.band.Status(r.agent.ID, id), "left for replay")
 		pending, err := ledger.AckPending(t.Context(), room.ID, id)
 		require.NoError(t, err)
-		assert.False(t, pending, "not recorded as settled")
+		assert.False(t, pending, "not recorded as decided")
 		key, err := ledger.Key(t.Context(), room.ID, bandonce.DefaultKey(id))
 		require.NoError(t, err)
 		assert.Equal(t, bandonce.KeyUnknown, key, "no reply recorded")
@@ -133,11 +133,8 @@ func TestStopLeavesTheRunningMessageActionable(t *testing.T) {
 // Origin: control-semantics.md §5.1.7 (Python interrupt suite).
 func TestStopSetsTheRoomStoppedAndCancelsTheHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, time.Minute)
-		room := r.rooms[0]
-		id := r.say(room, "slow one")
-		stop := r.run(nil)
-		require.NoError(t, r.band.StopRoom(room.ID))
+		r, room, said, stop := stoppedRig(t, time.Minute, "slow one")
+		id := said[0]
 		time.Sleep(time.Second)
 		nexts, served := r.tap.count("next", room.ID), r.tap.servedNext(room.ID)
 		later := r.say(room, "while stopped")
@@ -185,11 +182,8 @@ func TestAStoppedRoomStartsNoHandlerForANewMessage(t *testing.T) {
 // stopped, however many resyncs come due.
 func TestWhileStoppedTheLeftMessageIsNeverFetchedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, time.Minute)
-		room := r.rooms[0]
-		id := r.say(room, "slow one")
-		stop := r.run(nil)
-		require.NoError(t, r.band.StopRoom(room.ID))
+		r, room, said, stop := stoppedRig(t, time.Minute, "slow one")
+		id := said[0]
 		time.Sleep(time.Second)
 		nexts, served := r.tap.count("next", room.ID), r.tap.servedNext(room.ID)
 		time.Sleep(10 * time.Minute) // ten resync intervals
@@ -204,11 +198,7 @@ func TestWhileStoppedTheLeftMessageIsNeverFetchedAgain(t *testing.T) {
 // Origin: control-semantics.md §5.1.14 (Python interrupt suite).
 func TestStopDuringABacklogLeavesTheCurrentMessageAndTheRestUntouched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, time.Minute)
-		room := r.rooms[0]
-		ids := []string{r.say(room, "bk1"), r.say(room, "bk2"), r.say(room, "bk3")}
-		stop := r.run(nil)
-		require.NoError(t, r.band.StopRoom(room.ID))
+		r, room, ids, stop := stoppedRig(t, time.Minute, "bk1", "bk2", "bk3")
 		time.Sleep(5 * time.Minute)
 		require.NoError(t, stop())
 
@@ -272,11 +262,8 @@ func TestStopInTheClaimWindowLeavesTheMessageWithoutTheHandler(t *testing.T) {
 // the platform's gate answers 204.
 func TestStopSurvivesAReconnect(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, time.Hour)
-		room := r.rooms[0]
-		left := r.say(room, "slow")
-		stop := r.run(nil)
-		require.NoError(t, r.band.StopRoom(room.ID))
+		r, room, said, stop := stoppedRig(t, time.Hour, "slow")
+		left := said[0]
 		time.Sleep(time.Second)
 		nexts, served := r.tap.count("next", room.ID), r.tap.servedNext(room.ID)
 		sockets := r.band.Requests()[fakeband.EndpointSocket]
@@ -383,11 +370,8 @@ func TestAForbiddenReplyIsAStop(t *testing.T) {
 // message the stop cut off and for those that came after.
 func TestAfterARestartWhileStoppedBandsGateHolds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, time.Hour)
-		room := r.rooms[0]
-		cut := r.say(room, "cut off")
-		stop := r.run(nil)
-		require.NoError(t, r.band.StopRoom(room.ID))
+		r, room, said, stop := stoppedRig(t, time.Hour, "cut off")
+		cut := said[0]
 		time.Sleep(time.Second)
 		require.NoError(t, stop())
 		after := r.say(room, "while down")
@@ -444,10 +428,7 @@ func TestAnAgentWideStopHoldsForRoomsAddedLater(t *testing.T) {
 // nothing.
 func TestParticipantChangesWhileStoppedStartNoHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, 0)
-		room := r.rooms[0]
-		stop := r.run(nil)
-		require.NoError(t, r.band.StopRoom(room.ID))
+		r, room, _, stop := stoppedRig(t, 0)
 		r.tap.signal("stop", "agent", "", "")
 		guest := r.band.AddHuman("guest")
 		require.NoError(t, r.band.AddParticipant(room.ID, guest.ID))

@@ -71,7 +71,7 @@ func BenchmarkTurn(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	trips, elapsed, _ := settleAll(b, band, bandonce.Config{
+	trips, elapsed, _ := serveAll(b, band, bandonce.Config{
 		APIKey: agent.Key, BaseURL: band.BaseURL(), HTTPClient: band.HTTPClient(), Handler: effectsHandler(k, e),
 	})
 	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/turn")

@@ -20,7 +20,7 @@ func ExampleMessage_Send() {
 	room := band.AddRoom("support", ada, agent.ID, bea.ID)
 	msg, _ := band.Say(room.ID, ada.ID, "refund order-17", agent.ID)
 
-	settled := make(chan bandonce.Outcome, 1)
+	outcome := make(chan bandonce.Outcome, 1)
 	shell, err := bandonce.New(bandonce.Config{
 		APIKey: agent.Key,
 		Handler: func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
@@ -39,7 +39,7 @@ func ExampleMessage_Send() {
 			return &bandonce.Reply{Content: "refunded", Mentions: []string{m.SenderID}}, nil
 		},
 		BaseURL: band.BaseURL(), SocketURL: band.SocketURL(), HTTPClient: band.HTTPClient(),
-		Hooks: bandonce.Hooks{Outcome: func(o bandonce.Outcome) { settled <- o }},
+		Hooks: bandonce.Hooks{Outcome: func(o bandonce.Outcome) { outcome <- o }},
 	})
 	if err != nil {
 		panic(err)
@@ -47,7 +47,7 @@ func ExampleMessage_Send() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- shell.Run(ctx) }()
-	fmt.Println("outcome:", (<-settled).Kind)
+	fmt.Println("outcome:", (<-outcome).Kind)
 	cancel()
 	<-done
 	for _, e := range band.ChatEvents(room.ID) {

@@ -143,7 +143,7 @@ func TestAnEventWhoseAnswerWasLostIsNotPostedAgain(t *testing.T) {
 		require.NoError(t, stop())
 		assert.Equal(t, map[string]int{bandonce.DefaultKey(id) + ":event:1": 1}, eventKeys(t, w, room))
 		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointEvent], "never re-sent blind")
-		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointContext], "one room read settled it")
+		assert.Equal(t, 1, w.band.Requests()[fakeband.EndpointContext], "one room read decided it")
 		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
 	})
 }

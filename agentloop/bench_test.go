@@ -123,12 +123,12 @@ func benchMessages(b *testing.B, h bandonce.Handler) {
 	}
 	ledger := &countingLedger{Ledger: bandonce.NewMemoryLedger()}
 	done := make(chan struct{})
-	var settled atomic.Int64
+	var ended atomic.Int64
 	shell, err := bandonce.New(bandonce.Config{
 		APIKey: agent.Key, BaseURL: fb.BaseURL(), HTTPClient: fb.HTTPClient(), Handler: h, Ledger: ledger,
 		DisableSocket: true, PollInterval: time.Hour, Logger: slog.New(slog.DiscardHandler),
 		Hooks: bandonce.Hooks{Outcome: func(bandonce.Outcome) {
-			if settled.Add(1) == int64(b.N) {
+			if ended.Add(1) == int64(b.N) {
 				close(done)
 			}
 		}},

@@ -61,7 +61,7 @@ func TestRunWithAnotherAgentsLedgerFailsAtStart(t *testing.T) {
 	require.NoError(t, err)
 	res, err := shell.Drain(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, 1, res.Settled[bandonce.NoReply])
+	assert.Equal(t, 1, res.Outcomes[bandonce.NoReply])
 }
 
 func mustFirst(t *testing.T, band *fakeband.Band, roomID string) string {

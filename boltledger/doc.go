@@ -2,7 +2,7 @@
 // per agent. The root package does not depend on bbolt; an agent opts in by
 // opening a Ledger here and passing it as Config.Ledger.
 //
-// A durable ledger lets a restarted agent settle most redeliveries without
+// A durable ledger lets a restarted agent answer most redeliveries without
 // reading the room, because the shell can trust what the ledger says:
 //
 //   - KeyAccepted or KeyDuplicateDropped: the reply is in the room; drop it.
@@ -95,7 +95,7 @@
 // and a short key), kept for good so that a later message with the same key
 // is still recognised, and one per journaled step (its key and its
 // result). Ack-pending records are deleted when done. bbolt
-// reuses freed pages but never shrinks the file. Prune deletes settled keys
+// reuses freed pages but never shrinks the file. Prune deletes in-room keys
 // and stale ack-pending records older than a cutoff, at the price described
 // on it.
 package boltledger

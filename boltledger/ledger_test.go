@@ -38,7 +38,7 @@ func TestLedgerKeepsTheContract(t *testing.T) {
 		})
 }
 
-// KeyUnknown and a cleared ack-pending record delete theirs, so settled
+// KeyUnknown and a cleared ack-pending record delete theirs, so finished
 // messages take no room.
 func TestDeletionsLeaveNoRecord(t *testing.T) {
 	ctx := context.Background()

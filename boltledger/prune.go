@@ -10,7 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Prune deletes the settled key records (KeyAccepted, KeyDuplicateDropped),
+// Prune deletes the in-room key records (KeyAccepted, KeyDuplicateDropped),
 // the ack-pending records and the step results last written before cutoff,
 // and returns how many it deleted. Intent records are always kept: they are the ones that
 // make the shell read the room.
@@ -26,7 +26,7 @@ func (l *Ledger) Prune(ctx context.Context, cutoff time.Time) (int, error) {
 	removed := 0
 	err := l.update(ctx, "prune", func(tx *bolt.Tx) error {
 		keys, err := pruneBucket(tx.Bucket(keysBucket), cutoff, decodeRecord, func(tag byte) bool {
-			return bandonce.KeyState(tag).Settled()
+			return bandonce.KeyState(tag).InRoom()
 		})
 		if err != nil {
 			return err

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestPruneDeletesOnlySettledAckAndStepRecordsBeforeTheCutoff(t *testing.T) {
+func TestPruneDeletesOnlyInRoomKeysAckAndStepRecordsBeforeTheCutoff(t *testing.T) {
 	ctx := context.Background()
 	l, _ := openNew(t)
 	clock := &fixedClock{at: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}

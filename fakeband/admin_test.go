@@ -421,4 +421,20 @@ func TestTheTruthsFieldsAreTheOnesTheManualNames(t *testing.T) {
 		assert.Contains(t, room, n[1], "docs/fakeband.md names a room's truth field %q", n[1])
 	}
 	assert.NotEmpty(t, room["chat_events"], "the event posted above shows")
+
+	// The fields the manual's jq lines read from the truth.
+	var read int
+	for _, line := range strings.Split(string(manual), "\n") {
+		_, query, ok := strings.Cut(line, "/_admin/truth | jq -c '")
+		if !ok {
+			continue
+		}
+		for _, n := range regexp.MustCompile(`[.{,:]\s*([a-z_]+)`).FindAllStringSubmatch(query, -1) {
+			if n[1] != "data" {
+				read++
+				assert.True(t, keys[n[1]], "docs/fakeband.md's jq reads the truth field %q, which the truth does not have", n[1])
+			}
+		}
+	}
+	assert.Greater(t, read, 5, "the manual's jq lines were found")
 }

@@ -26,7 +26,7 @@ type Band struct {
 	deliveries      map[deliveryKey]*delivery
 	executions      map[pairKey]*execution
 	lastDone        map[pairKey]string         // message most recently processed, for StaleNext
-	settledUpTo     map[pairKey]int            // room messages before this index are all settled for the agent
+	doneUpTo        map[pairKey]int            // room messages before this index hold nothing for the agent
 	contacts        map[string]map[string]bool // agent id -> its contacts' participant ids
 	memories        []*memory                  // the one organization's, in creation order
 	tasks           map[string][]*task         // by room, in board order
@@ -71,7 +71,7 @@ func New(opts Options) *Band {
 		deliveries:   map[deliveryKey]*delivery{},
 		executions:   map[pairKey]*execution{},
 		lastDone:     map[pairKey]string{},
-		settledUpTo:  map[pairKey]int{},
+		doneUpTo:     map[pairKey]int{},
 		contacts:     map[string]map[string]bool{},
 		tasks:        map[string][]*task{},
 		taskNumbers:  map[string]int{},

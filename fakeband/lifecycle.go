@@ -22,13 +22,13 @@ func (b *Band) nextLocked(agent *participant, roomID string, stale bool) (m *mes
 	// resumes where it last found the head instead of rescanning a long
 	// room on every call.
 	pk := pairKey{agent.id, r.id}
-	i := b.settledUpTo[pk]
+	i := b.doneUpTo[pk]
 	for ; i < len(r.messages); i++ {
 		if d := b.deliveries[deliveryKey{agent.id, r.messages[i].id}]; d != nil && d.status != StatusProcessed {
 			break
 		}
 	}
-	b.settledUpTo[pk] = i
+	b.doneUpTo[pk] = i
 	if i < len(r.messages) {
 		return r.messages[i], false, nil
 	}

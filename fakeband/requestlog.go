@@ -104,7 +104,7 @@ func (b *Band) openMessageLocked(agentID, roomID string) string {
 	if r == nil {
 		return ""
 	}
-	from := min(b.settledUpTo[pairKey{agentID, roomID}], len(r.messages))
+	from := min(b.doneUpTo[pairKey{agentID, roomID}], len(r.messages))
 	for _, m := range r.messages[from:] {
 		if d := b.deliveries[deliveryKey{agentID, m.id}]; d != nil && d.open {
 			return m.id

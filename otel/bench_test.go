@@ -33,7 +33,7 @@ func BenchmarkMessage(b *testing.B) {
 				}
 			}
 			done := make(chan struct{})
-			settled := 0
+			ended := 0
 			cfg := bandonce.Config{
 				APIKey: agent.Key, BaseURL: band.BaseURL(), HTTPClient: band.HTTPClient(),
 				DisableSocket: true, PollInterval: time.Hour, Logger: slog.New(slog.DiscardHandler),
@@ -41,7 +41,7 @@ func BenchmarkMessage(b *testing.B) {
 					return &bandonce.Reply{Content: "ok", Mentions: []string{m.SenderID}}, nil
 				},
 				Hooks: bandonce.Hooks{Outcome: func(bandonce.Outcome) {
-					if settled++; settled == b.N {
+					if ended++; ended == b.N {
 						close(done)
 					}
 				}},

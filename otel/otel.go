@@ -14,7 +14,7 @@
 //
 // # Metrics
 //
-//	bandonce.messages            counter    settled deliveries, by bandonce.outcome
+//	bandonce.messages            counter    deliveries, by bandonce.outcome
 //	bandonce.handler.duration    histogram  seconds per handler call, by bandonce.handler.result
 //	bandonce.handler.active      up-down    handlers running now
 //	bandonce.guard.reads         counter    room reads by the dedup guard, by bandonce.guard.result
@@ -136,7 +136,7 @@ func newInstruments(m metric.Meter, tracer trace.Tracer) (*instruments, error) {
 		*dst = h
 		errs = append(errs, err)
 	}
-	counter(&in.messages, "bandonce.messages", "{message}", "Deliveries settled, by outcome.")
+	counter(&in.messages, "bandonce.messages", "{message}", "Deliveries, by outcome.")
 	seconds(&in.handlerDuration, "bandonce.handler.duration", "How long each handler call took.",
 		0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 	upDown(&in.handlerActive, "bandonce.handler.active", "{handler}", "Handler calls running now.")

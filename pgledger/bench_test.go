@@ -56,7 +56,7 @@ func BenchmarkMessage(b *testing.B) {
 }
 
 // benchmarkMessages runs the shell with the ledger with provides until it
-// settled b.N messages; stats, if set, says what the ledger did: the
+// done b.N messages; stats, if set, says what the ledger did: the
 // statements it sent (-1: it sends none) and the writes it committed.
 func benchmarkMessages(b *testing.B,
 	with func(ctx context.Context, agentID string, serve func(context.Context, bandonce.Ledger) error) error,
@@ -73,7 +73,7 @@ func benchmarkMessages(b *testing.B,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	settled := 0
+	done := 0
 	serve := func(ctx context.Context, ledger bandonce.Ledger) error {
 		shell, err := bandonce.New(bandonce.Config{
 			APIKey: agent.Key, BaseURL: band.BaseURL(), HTTPClient: band.HTTPClient(),
@@ -82,7 +82,7 @@ func benchmarkMessages(b *testing.B,
 			},
 			DisableSocket: true, PollInterval: time.Hour, Ledger: ledger, Logger: quiet,
 			Hooks: bandonce.Hooks{Outcome: func(bandonce.Outcome) {
-				if settled++; settled == b.N {
+				if done++; done == b.N {
 					cancel()
 				}
 			}},
@@ -101,8 +101,8 @@ func benchmarkMessages(b *testing.B,
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if settled < b.N {
-		b.Fatalf("settled %d of %d messages", settled, b.N)
+	if done < b.N {
+		b.Fatalf("done %d of %d messages", done, b.N)
 	}
 	after := band.Requests()
 	trips := b.N // the /next that served each message

@@ -184,7 +184,7 @@ func stored(s bandonce.KeyState) bool {
 	return false
 }
 
-// Prune deletes the agent's settled key records (KeyAccepted,
+// Prune deletes the agent's in-room key records (KeyAccepted,
 // KeyDuplicateDropped), ack-pending records and step results written
 // before cutoff, by the database's clock, and returns how many it deleted.
 // Intent records are always kept. It needs no lease: it only forgets.

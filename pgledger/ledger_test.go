@@ -104,7 +104,7 @@ func TestRecordsAreNamespacedPerAgent(t *testing.T) {
 }
 
 // KeyUnknown and a cleared ack-pending record delete their rows, so
-// settled messages take no room.
+// finished messages take no room.
 func TestDeletionsLeaveNoRow(t *testing.T) {
 	ctx := context.Background()
 	db, l := newLedger(t)

@@ -11,7 +11,7 @@ import (
 	"github.com/band-once/bandonce"
 )
 
-func TestPruneDeletesOnlySettledAckAndStepRecordsBeforeTheCutoff(t *testing.T) {
+func TestPruneDeletesOnlyInRoomKeysAckAndStepRecordsBeforeTheCutoff(t *testing.T) {
 	ctx := context.Background()
 	db := newTestDB(t)
 	s := db.open(t, db.opts(testAgent, "holder-a"))

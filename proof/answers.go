@@ -133,7 +133,7 @@ func markMessage(path string) string {
 // post (a reply, or a message a handler sends while it runs), an event,
 // or a socket that fights for the agent's connection. (A handler started
 // is new work too; the oracle judges those from the starts.)
-// Marks only settle work already decided, claims included: a dead letter
+// Marks only end work already decided, claims included: a dead letter
 // opens an attempt just to mark it processed.
 func claimsWork(ep fakeband.Endpoint) bool {
 	switch ep {

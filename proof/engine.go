@@ -16,7 +16,7 @@ import (
 const (
 	tick        = 250 * time.Millisecond  // the driver looks around at least this often
 	stallAfter  = 1500 * time.Millisecond // no mark or post for this long: fire the next event
-	settleFor   = time.Second             // quiet for this long before the verdict
+	quietFor    = time.Second             // quiet for this long before the verdict
 	giveUpAfter = 60 * time.Second        // stalled with nothing left to fire
 	deadline    = 15 * time.Minute        // the whole schedule
 	killGrace   = time.Minute             // a killed agent must have returned by then
@@ -261,7 +261,7 @@ func (s *sim) drive(end time.Time) bool {
 		if s.quietSince.IsZero() {
 			s.quietSince = now
 		}
-		if now.Sub(s.quietSince) >= settleFor {
+		if now.Sub(s.quietSince) >= quietFor {
 			return false
 		}
 	} else {

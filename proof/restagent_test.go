@@ -177,7 +177,7 @@ func (a *loopAgent) cycle(ctx context.Context, room string) {
 		return
 	}
 	if a.aborted(room) != "" {
-		a.settleAbort(ctx, room, m.ID)
+		a.endAborted(ctx, room, m.ID)
 		return
 	}
 	if _, err := a.env.External.Started(room, m.ID); err != nil {
@@ -191,7 +191,7 @@ func (a *loopAgent) cycle(ctx context.Context, room string) {
 	}
 	for try := 0; ; try++ {
 		if a.aborted(room) != "" {
-			a.settleAbort(ctx, room, m.ID)
+			a.endAborted(ctx, room, m.ID)
 			return
 		}
 		// A blind re-send skips the read that would find the first POST.
@@ -200,7 +200,7 @@ func (a *loopAgent) cycle(ctx context.Context, room string) {
 				return // killed or superseded while waiting
 			}
 			if a.aborted(room) != "" { // a signal that came during the wait
-				a.settleAbort(ctx, room, m.ID)
+				a.endAborted(ctx, room, m.ID)
 				return
 			}
 			found, err := a.api.hasKey(ctx, room, a.env.AgentID, key, a.d.onePageGuard)
@@ -212,7 +212,7 @@ func (a *loopAgent) cycle(ctx context.Context, room string) {
 			}
 		}
 		if a.aborted(room) != "" { // a signal that came during the read
-			a.settleAbort(ctx, room, m.ID)
+			a.endAborted(ctx, room, m.ID)
 			return
 		}
 		err := a.post(ctx, room, m.ID, content, m.SenderID)
@@ -270,9 +270,9 @@ func (a *loopAgent) settled(ctx context.Context, id string) bool {
 	return ctx.Err() == nil
 }
 
-// settleAbort ends an aborted cycle: an interrupt consumes the message,
+// endAborted ends an aborted cycle: an interrupt consumes the message,
 // a stop leaves it for replay.
-func (a *loopAgent) settleAbort(ctx context.Context, room, id string) {
+func (a *loopAgent) endAborted(ctx context.Context, room, id string) {
 	if a.aborted(room) == "interrupt" && !a.d.replayInterrupt {
 		a.ack(ctx, room, id)
 	}

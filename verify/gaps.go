@@ -335,7 +335,7 @@ func effectLost(cfg *config, _ proof.Result, o *observation) *verdict {
 			if hooked {
 				return &verdict{"effect-missing", fmt.Sprintf(
 					"%s was answered, but its effect was never performed, though the agent performs one for other messages (%q) from a hook: "+
-						"a hook runs after the message is settled, so a crash in between loses the effect: perform it in the handler, as a Message.Step",
+						"a hook runs after the message is consumed, so a crash in between loses the effect: perform it in the handler, as a Message.Step",
 					o.label(msg), some)}
 			}
 			return &verdict{"effect-missing", fmt.Sprintf(

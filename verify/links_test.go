@@ -1,40 +1,26 @@
 package verify
 
 import (
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce/internal/deps"
 )
+
+// durableStores are pgx, bbolt, and the ledgers built on them.
+var durableStores = []string{"github.com/jackc/pgx", "go.etcd.io/bbolt",
+	"github.com/band-once/bandonce/pgledger", "github.com/band-once/bandonce/boltledger"}
 
 // A user's test binary that imports verify links no durable store: the
 // prover's bolt and PostgreSQL agents are cmd/proof's alone.
 func TestTheVerifierLinksNoDurableStore(t *testing.T) {
-	assert.Empty(t, durableStoresLinked(t, "github.com/band-once/bandonce/verify"), "go list -deps ./verify")
+	assert.Empty(t, deps.Linked(t, "github.com/band-once/bandonce/verify", durableStores...), "go list -deps ./verify")
 
 	// The check can fail: the prover's command links both stores.
-	linked := durableStoresLinked(t, "github.com/band-once/bandonce/cmd/proof")
+	linked := deps.Linked(t, "github.com/band-once/bandonce/cmd/proof", durableStores...)
 	for _, pkg := range []string{"github.com/jackc/pgx/v5", "go.etcd.io/bbolt",
 		"github.com/band-once/bandonce/pgledger", "github.com/band-once/bandonce/boltledger"} {
 		assert.Contains(t, linked, pkg)
 	}
-}
-
-// durableStoresLinked lists the packages of pgx, bbolt, pgledger and
-// boltledger among what pkg's build links.
-func durableStoresLinked(t *testing.T, pkg string) []string {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", pkg).Output()
-	require.NoError(t, err, "go list -deps %s", pkg)
-	var linked []string
-	for _, dep := range strings.Fields(string(out)) {
-		switch {
-		case strings.HasPrefix(dep, "github.com/jackc/pgx/"), strings.HasPrefix(dep, "go.etcd.io/bbolt"),
-			dep == "github.com/band-once/bandonce/pgledger", dep == "github.com/band-once/bandonce/boltledger":
-			linked = append(linked, dep)
-		}
-	}
-	return linked
 }

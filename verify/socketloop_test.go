@@ -65,7 +65,7 @@ type sockAgent struct {
 	order      []string // rooms, in the order found
 	rooms      map[string]*sockRoom
 	seen       map[string]bool // correlation ids already handled
-	ackPending map[string]bool // messages whose fate is settled; only the processed mark is owed
+	ackPending map[string]bool // messages whose fate is decided; only the processed mark is owed
 	lastSignal map[string]time.Time
 	connected  int // connections opened
 }
@@ -277,7 +277,7 @@ func (a *sockAgent) onControl(payload json.RawMessage) {
 			if t.committed {
 				t.late = c.Mode
 			} else if a.fl.ackBeforeCancel && c.Mode == "interrupt" && t.msg != "" {
-				// The flaw: the message is settled first, and the turn
+				// The flaw: the message is consumed first, and the turn
 				// only cancelled once the mark has gone.
 				go func() {
 					a.ack(a.life, t.room, t.msg)
@@ -391,7 +391,7 @@ func (a *sockAgent) serve(ctx context.Context, room string) bool {
 	}
 	if _, err := a.c.Processing(ctx, room, m.ID); err != nil {
 		if t != nil && a.abortOf(t) == "interrupt" {
-			a.settled(m.ID) // consume it when it comes back
+			a.consume(m.ID) // consume it when it comes back
 		}
 		return true
 	}
@@ -407,7 +407,7 @@ func (a *sockAgent) serve(ctx context.Context, room string) bool {
 		return true
 	}
 	if abort := a.abortOf(t); abort != "" {
-		a.settle(ctx, room, m.ID, abort)
+		a.endAborted(ctx, room, m.ID, abort)
 		return true
 	}
 	x := a.env.External
@@ -424,7 +424,7 @@ func (a *sockAgent) serve(ctx context.Context, room string) bool {
 		if err := x.Effect(effectCtx, key); err != nil {
 			cancel(nil)
 			if abort := a.abortOf(t); abort != "" {
-				a.settle(ctx, room, m.ID, abort)
+				a.endAborted(ctx, room, m.ID, abort)
 			} else if ctx.Err() == nil {
 				_, _ = a.c.Failed(ctx, room, m.ID, err.Error())
 			}
@@ -442,7 +442,7 @@ func (a *sockAgent) serve(ctx context.Context, room string) bool {
 	case "posted":
 		a.ack(ctx, room, m.ID)
 	case "interrupt", "stop":
-		a.settle(ctx, room, m.ID, fate)
+		a.endAborted(ctx, room, m.ID, fate)
 	}
 	return true
 }
@@ -497,16 +497,16 @@ func (a *sockAgent) guard(ctx context.Context, room, key string) (bool, error) {
 	}
 }
 
-// settle ends an aborted turn: an interrupt consumes the message, a stop
+// endAborted ends an aborted turn: an interrupt consumes the message, a stop
 // leaves it for replay.
-func (a *sockAgent) settle(ctx context.Context, room, id, abort string) {
+func (a *sockAgent) endAborted(ctx context.Context, room, id, abort string) {
 	if abort == "interrupt" && !a.fl.replayInterrupt {
-		a.settled(id)
+		a.consume(id)
 		a.ack(ctx, room, id)
 	}
 }
 
-func (a *sockAgent) settled(id string) {
+func (a *sockAgent) consume(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.ackPending[id] = true
@@ -520,7 +520,7 @@ func (a *sockAgent) pending(id string) bool {
 
 // ack marks the message processed; if that fails, only the mark is owed.
 func (a *sockAgent) ack(ctx context.Context, room, id string) {
-	a.settled(id)
+	a.consume(id)
 	if _, err := a.c.Processed(ctx, room, id); err == nil {
 		a.mu.Lock()
 		delete(a.ackPending, id)

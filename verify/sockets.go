@@ -165,7 +165,7 @@ func signalHint(res proof.Result, o *observation, room, msg string, kind proof.E
 
 // ackedBefore reports whether, in the life s reached, msg was marked
 // processed after s and its reply was sent after that mark: the turn
-// went on while it was being settled. o.mu is held.
+// went on while it was being ended. o.mu is held.
 func (o *observation) ackedBeforeReply(s proof.Signal, msg string) bool {
 	lm := lifeMessage{s.Life, msg}
 	for _, ack := range o.ackedAt[lm] {

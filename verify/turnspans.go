@@ -75,7 +75,7 @@ func (o *observation) openHookTurn(life int, room, msg string) *turn {
 }
 
 // hookTurn is the life's one open hook turn; nil when none is open, or
-// several are (rooms settling at once: the verifier cannot tell which).
+// several are (rooms ending turns at once: the verifier cannot tell which).
 func (o *observation) hookTurn(life int) *turn {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"github.com/band-once/bandonce/band"
 	"github.com/band-once/bandonce/boltledger"
 	"github.com/band-once/bandonce/internal/bridge"
+	"github.com/band-once/bandonce/internal/cmdlog"
 	"github.com/band-once/bandonce/internal/keyguard"
 )
 
@@ -75,7 +76,7 @@ func deadLettersMain(ctx context.Context, args []string, environ []string, stdou
 		return exitCannot
 	}
 	secret := keyguard.New(key)
-	logger := keyguard.Logger(slog.New(slog.NewTextHandler(stderr, nil)), secret)
+	logger := keyguard.Logger(cmdlog.New(stderr, false), secret)
 	ledger, err := openRunLedger(ctx, *path, key, getenv, logger)
 	if err != nil {
 		fmt.Fprintln(stderr, "bandonce deadletters:", err)

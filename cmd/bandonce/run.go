@@ -222,7 +222,7 @@ func runMain(ctx context.Context, args []string, environ []string, stderr io.Wri
 			return exitFailed
 		}
 		if err == nil {
-			logger.Info("bandonce run: drained every room", "rooms", res.Rooms, "replied", res.Settled[bandonce.Replied], "stopped_rooms", len(res.Stopped))
+			logger.Info("bandonce run: drained every room", "rooms", res.Rooms, "replied", res.Outcomes[bandonce.Replied], "stopped_rooms", len(res.Stopped))
 			return exitOK
 		}
 		return explainRun(err, stderr)

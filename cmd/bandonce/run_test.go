@@ -202,7 +202,7 @@ func TestRunStopLeavesTheMessageAndPlayAnswersItOnce(t *testing.T) {
 	eventually(t, "the command working", func() bool { first = readPids(t, pids); return len(first) >= 4 })
 	require.NoError(t, w.band.StopRoom(w.room.ID))
 	eventually(t, "the stopped command gone", func() bool { return len(procgroup.Alive(first)) == 0 })
-	eventually(t, "the stopped cycle settled", func() bool { return strings.Contains(p.stderr.String(), stoppedCycle) })
+	eventually(t, "the stopped cycle logged", func() bool { return strings.Contains(p.stderr.String(), stoppedCycle) })
 	assert.Equal(t, fakeband.StatusProcessing, w.band.Status(w.agent.ID, id), "a stopped message is left for replay")
 	assert.Empty(t, w.replies())
 
@@ -324,7 +324,7 @@ func TestRunPlayDoesNotBlockTheNextSignal(t *testing.T) {
 	require.Equal(t, "call", next(t, remote.got), "play served the waiting message")
 	require.NoError(t, w.band.StopRoom(w.room.ID))
 	require.Equal(t, "cancel:stopped", next(t, remote.got), "the stop after the play reached the bridge while the forward hung")
-	eventually(t, "the stopped cycle settled", func() bool { return strings.Contains(p.stderr.String(), stoppedCycle) })
+	eventually(t, "the stopped cycle logged", func() bool { return strings.Contains(p.stderr.String(), stoppedCycle) })
 	assert.Equal(t, fakeband.StatusProcessing, w.band.Status(w.agent.ID, id), "left for replay")
 
 	remote.set(false)

@@ -123,11 +123,11 @@ func TestEchoStopsOnACursorThatPointsAtItself(t *testing.T) {
 	require.NoError(t, err)
 
 	p := startAgent(t, bin, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base)
-	waitFor(t, "the message settled", func() bool { return band.Status(agent.ID, id) == "processed" })
-	// A second message, after the first settled, shows the room still serves.
+	waitFor(t, "the message processed", func() bool { return band.Status(agent.ID, id) == "processed" })
+	// A second message, after the first was processed, shows the room still serves.
 	next, err := band.Say(room.ID, ada.ID, "and this?", agent.ID)
 	require.NoError(t, err)
-	waitFor(t, "the second message settled", func() bool { return band.Status(agent.ID, next) == "processed" })
+	waitFor(t, "the second message processed", func() bool { return band.Status(agent.ID, next) == "processed" })
 	stderr := stopEcho(t, p)
 
 	assert.Zero(t, repliesTo(band, room.ID, agent.ID, id), "never posted without the guard")

@@ -175,7 +175,7 @@ func (d *demo) working(ctx context.Context, id string, attempt int) (*bandonce.M
 }
 
 // answer lets echo's handler answer message id at attempt, and waits for
-// the shell to settle it as want.
+// the shell to end it as want.
 func (d *demo) answer(ctx context.Context, p *process, id string, attempt int, want bandonce.OutcomeKind) error {
 	if _, err := d.working(ctx, id, attempt); err != nil {
 		return err
@@ -350,7 +350,7 @@ func (p *process) wait() error {
 	}
 }
 
-// outcome waits for the process to settle message id, and checks how.
+// outcome waits for the process to end message id, and checks how.
 func (p *process) outcome(ctx context.Context, id string, want bandonce.OutcomeKind) (bandonce.Outcome, error) {
 	t := time.NewTimer(storyStepTimeout)
 	defer t.Stop()
@@ -361,11 +361,11 @@ func (p *process) outcome(ctx context.Context, id string, want bandonce.OutcomeK
 				continue
 			}
 			if o.Kind != want {
-				return o, fmt.Errorf("echo settled message %s as %s; the story expected %s (%v)", id, o.Kind, want, o.Err)
+				return o, fmt.Errorf("echo ended message %s as %s; the story expected %s (%v)", id, o.Kind, want, o.Err)
 			}
 			return o, nil
 		case <-t.C:
-			return bandonce.Outcome{}, fmt.Errorf("echo did not settle message %s within %s", id, storyStepTimeout)
+			return bandonce.Outcome{}, fmt.Errorf("echo did not end message %s within %s", id, storyStepTimeout)
 		case <-ctx.Done():
 			return bandonce.Outcome{}, context.Cause(ctx)
 		}

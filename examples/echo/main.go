@@ -106,7 +106,7 @@ func drain(ctx context.Context, shell *bandonce.Shell, out io.Writer) error {
 	if !res.Drained {
 		return errors.New("stopped before every room was drained; run again to finish")
 	}
-	fmt.Fprintf(out, "echo: drained %d room(s): %d replied\n", res.Rooms, res.Settled[bandonce.Replied])
+	fmt.Fprintf(out, "echo: drained %d room(s): %d replied\n", res.Rooms, res.Outcomes[bandonce.Replied])
 	if len(res.Stopped) > 0 {
 		fmt.Fprintf(out, "echo: %d room(s) stopped; their messages wait for play: %v\n", len(res.Stopped), res.Stopped)
 	}

@@ -216,7 +216,7 @@ func TestEchoProcessHonoursInterruptAndStopWhileItWaits(t *testing.T) {
 	bin, band, base := agentWorld(t, 5)
 	agent, ada := band.AddAgent("echo"), band.AddHuman("ada")
 	room := band.AddRoom("ops", ada, agent.ID)
-	// -v, so the stopped cycle's settling is on stderr to wait for.
+	// -v, so the stopped cycle's line is on stderr to wait for.
 	p := startAgentWith(t, bin, []string{"-v"}, "BAND_API_KEY="+agent.Key, "BAND_BASE_URL="+base, "ECHO_DELAY=30s")
 
 	waiting := func(id string) func() bool {
@@ -232,7 +232,7 @@ func TestEchoProcessHonoursInterruptAndStopWhileItWaits(t *testing.T) {
 	require.NoError(t, err)
 	eventually(t, "the second handler waiting", waiting(second))
 	require.NoError(t, band.StopRoom(room.ID))
-	eventually(t, "the stopped cycle settled", func() bool {
+	eventually(t, "the stopped cycle logged", func() bool {
 		return strings.Contains(p.stderr.String(), "cycle stopped; leaving the message for replay")
 	})
 	assert.Equal(t, "processing", band.Status(agent.ID, second), "a stopped message is left for replay")

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 
@@ -13,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/deps"
 	"github.com/band-once/bandonce/verify"
 )
 
@@ -64,37 +63,22 @@ type forgetful struct{ testPayments }
 
 func (forgetful) Charged(context.Context, string) (bool, error) { return false, nil }
 
+// testPackages are the verifier's packages and the testing package.
+var testPackages = []string{"testing", "github.com/band-once/bandonce/verify",
+	"github.com/band-once/bandonce/proof", "github.com/band-once/bandonce/fakeband"}
+
 // The production binary carries none of the verifier's packages: the
 // handler takes its effects as an interface, and only the test file
 // imports verify.
 func TestTheBinaryLinksNoTestPackage(t *testing.T) {
-	assert.Empty(t, testPackagesLinked(t, "."), "go list -deps of the agent")
+	assert.Empty(t, deps.Linked(t, ".", testPackages...), "go list -deps of the agent")
 
 	// The check can fail: a handler that calls verify.ExternalFrom links
 	// what the verify package links.
-	linked := testPackagesLinked(t, "github.com/band-once/bandonce/verify")
-	for _, pkg := range []string{"github.com/band-once/bandonce/verify", "github.com/band-once/bandonce/proof",
-		"github.com/band-once/bandonce/fakeband", "testing"} {
+	linked := deps.Linked(t, "github.com/band-once/bandonce/verify", testPackages...)
+	for _, pkg := range testPackages {
 		assert.Contains(t, linked, pkg)
 	}
-}
-
-// testPackagesLinked lists the test packages among what pkg's build links.
-func testPackagesLinked(t *testing.T, pkg string) []string {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", pkg).Output()
-	require.NoError(t, err, "go list -deps %s", pkg)
-	var linked []string
-	for _, dep := range strings.Fields(string(out)) {
-		switch {
-		case dep == "testing", strings.HasPrefix(dep, "testing/"),
-			dep == "github.com/band-once/bandonce/verify",
-			dep == "github.com/band-once/bandonce/proof",
-			dep == "github.com/band-once/bandonce/fakeband":
-			linked = append(linked, dep)
-		}
-	}
-	return linked
 }
 
 // recorder keeps what the verifier reports instead of failing the test,

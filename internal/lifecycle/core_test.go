@@ -49,7 +49,7 @@ func TestGuardSkipsTheReadOnlyWhenNothingCanBeFound(t *testing.T) {
 		f    GuardFacts
 		want GuardStep
 	}{
-		{"settled in the ledger", GuardFacts{Ledger: Settled, Attempt: 3}, DropDuplicate},
+		{"in the room, by the ledger", GuardFacts{Ledger: InRoom, Attempt: 3}, DropDuplicate},
 		{"intent without outcome", GuardFacts{Ledger: Intent, Durable: true, Attempt: 1, DefaultKey: true}, ReadRoom},
 		{"first attempt, default key", GuardFacts{Attempt: 1, DefaultKey: true}, PostNow},
 		{"redelivery, default key", GuardFacts{Attempt: 2, DefaultKey: true}, ReadRoom},

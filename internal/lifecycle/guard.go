@@ -8,8 +8,8 @@ const (
 	Unknown Knowledge = iota
 	// Intent: a post was about to be sent and its outcome is not known.
 	Intent
-	// Settled: the reply is known to be in the room.
-	Settled
+	// InRoom: the reply is known to be in the room.
+	InRoom
 )
 
 // GuardFacts is everything the shell knows, before reading the room,
@@ -52,7 +52,7 @@ const (
 // The read is skipped only when it provably cannot find anything.
 func Guard(f GuardFacts) GuardStep {
 	switch {
-	case f.Ledger == Settled:
+	case f.Ledger == InRoom:
 		return DropDuplicate
 	case f.Ledger == Intent:
 		return ReadRoom

@@ -148,16 +148,16 @@ func (p *Process) Kill() {
 	// A SIGKILL is delivered asynchronously: wait, briefly, until the
 	// processes it was sent to are gone, so that Kill returning means
 	// they are.
-	deadline := time.Now().Add(killSettle)
+	deadline := time.Now().Add(killWait)
 	for len(Alive(killed)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 }
 
-// killSettle bounds Kill's wait for the processes it killed to be gone:
+// killWait bounds Kill's wait for the processes it killed to be gone:
 // a few milliseconds as a rule, far longer on a loaded machine, and only
 // a process stuck in the kernel (uninterruptible sleep) would use it up.
-const killSettle = 5 * time.Second
+const killWait = 5 * time.Second
 
 // Track remembers the leader's descendants as they are now. Once the
 // leader has exited its orphans are re-parented and no walk from it can

@@ -304,7 +304,7 @@ func (s *sim) restart(l *life, afterDeath func()) {
 	}
 	if s.failed() {
 		// A rule already failed: its verdict stands, and a new life
-		// would only be SIGTERMed before it could settle in.
+		// would only be SIGTERMed before it had started.
 		s.trace("a rule failed: no new life")
 		s.poke()
 		return

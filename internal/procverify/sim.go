@@ -23,10 +23,10 @@ const (
 	deadline   = 3 * time.Minute        // the whole schedule, plus Config.Quiet per failure injected
 	pushWait   = time.Second            // how long a push may take to pass to the agent's socket
 	listenWait = 2 * time.Second        // how long a signal waits for a new life to join its control topic
-	// pushSettle is how long after a push was written to the agent's
+	// pushReadWait is how long after a push was written to the agent's
 	// socket the agent is taken to have read it: only what it sends after
 	// that can break a rule about the signal.
-	pushSettle = 250 * time.Millisecond
+	pushReadWait = 250 * time.Millisecond
 )
 
 // sim is one schedule in progress against the agent's process.
@@ -101,7 +101,7 @@ type control struct {
 	Message string
 	Seq     int // the fake's seq of the action
 	// Delivered: the push passed to the agent's socket. Effective is the
-	// engine's clock once it had pushSettle to read it; from then on the
+	// engine's clock once it had pushReadWait to read it; from then on the
 	// agent must honour it.
 	Delivered bool
 	Effective int
@@ -244,7 +244,7 @@ func (s *sim) run() (res Result) {
 }
 
 // awaitHandlers waits, up to d, for the proxies' handlers to finish
-// (a dead life's held request, say), so the verdict reads a settled
+// (a dead life's held request, say), so the verdict reads a finished
 // record.
 func (s *sim) awaitHandlers(d time.Duration) {
 	deadline := time.Now().Add(d)
@@ -646,7 +646,7 @@ func (s *sim) lastSeq() int {
 
 // signal sends an interrupt, stop or play to the agent in room, and, for
 // the first two, waits until its push passed to the agent's socket and
-// the agent had pushSettle to read it. message names the turn a held
+// the agent had pushReadWait to read it. message names the turn a held
 // signal cuts.
 func (s *sim) signal(kind Kind, room int, message string, held bool) {
 	s.signalNamed(kind, room, message, held, "")
@@ -696,7 +696,7 @@ func (s *sim) signalNamed(kind Kind, room int, message string, held bool, name s
 	}
 	if kind != Play {
 		if l.waitPush(action.Detail, pushWait) {
-			time.Sleep(pushSettle)
+			time.Sleep(pushReadWait)
 			c.Delivered, c.Effective, c.UntilSeq = true, s.now(), s.lastSeq()
 		} else {
 			name += "_lost"
@@ -734,7 +734,7 @@ func (s *sim) supersede() {
 	if s.replicas() {
 		s.markGone(l, "superseded") // a standby may take over as soon as it hears
 	}
-	time.Sleep(pushSettle)
+	time.Sleep(pushReadWait)
 	tick := s.now()
 	l.markSuperseded(tick)
 	s.count("supersede")

@@ -101,9 +101,9 @@ func TestLimiterCapsRequestsInFlight(t *testing.T) {
 }
 
 // Against a server that allows 200 requests a second, fifty clients that
-// would each send as fast as they can settle near that rate, with under
+// would each send as fast as they can hold near that rate, with under
 // 2% of their requests refused.
-func TestLimiterSettlesUnderAServersRateLimit(t *testing.T) {
+func TestLimiterHoldsUnderAServersRateLimit(t *testing.T) {
 	for _, retryAfter := range []string{"", "1"} {
 		t.Run("Retry-After="+retryAfter, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -105,7 +105,7 @@ func handle(ctx context.Context, room string, m message) error {
 		return err
 	}
 	if *ackFirst {
-		// The flaw: the message is settled before its reply exists.
+		// The flaw: the message is consumed before its reply exists.
 		if _, err := call(ctx, "POST", path+"/processed", struct{}{}, nil); err != nil {
 			return err
 		}
