@@ -97,8 +97,8 @@ func checkSchedule(t *testing.T, limit, slots int, said [][]time.Duration) {
 	if err != nil || !res.Drained {
 		t.Fatalf("Drain: %+v, %v", res, err)
 	}
-	if res.Settled[bandonce.Replied] != len(ids) {
-		t.Errorf("settled %v, want %d replied", res.Settled, len(ids))
+	if res.Outcomes[bandonce.Replied] != len(ids) {
+		t.Errorf("outcomes %v, want %d replied", res.Outcomes, len(ids))
 	}
 	for _, id := range ids {
 		if calls[id] != 1 || w.repliesTo(w.rooms[roomOf[id]], bandonce.DefaultKey(id)) != 1 {
