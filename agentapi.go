@@ -538,7 +538,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 		if try+1 >= r.s.cfg.Retry.MaxAttempts {
 			return fail("outcome unknown", err)
 		}
-		wait := r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, try)
+		wait := r.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, try)
 		r.s.log.Warn("bandonce: write outcome unknown; reading Band before any retry", "room", r.id, "key", w.key, "write", w.kind, "err", err, "wait", wait)
 		if err := sleep(ectx, wait); err != nil {
 			return fail("outcome unknown", err)

@@ -397,7 +397,7 @@ func (r *room) forget(ctx context.Context, id string) {
 func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int, cause error) roundEnd {
 	r.charge(m.ID, cause)
 	failures := r.failures[m.ID].count
-	wait := r.s.cfg.Backoff.wait(r.s.jitter, failures, cause)
+	wait := r.s.cfg.Backoff.wait(r.jitter, failures, cause)
 	r.s.log.Warn("bandonce: handler failed; the message will be retried", "room", r.id, "message", m.ID,
 		"failures", failures, "max", r.s.cfg.MaxAttempts, "retry_in", wait.Round(time.Millisecond), "err", cause)
 	mctx, cancel := r.s.markCtx(ctx)

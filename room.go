@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/band-once/bandonce/internal/lifecycle"
 	"github.com/band-once/bandonce/internal/wire"
 )
 
@@ -15,15 +17,20 @@ import (
 // at a time, run by the scheduler. Everything but ctl and sched belongs to
 // whichever goroutine runs its round.
 type room struct {
-	s     *Shell
-	id    string
-	ctl   *roomControl
-	guard guardIndex
-	fetch context.Context         // ends when Run stops fetching or the agent leaves the room
-	leave context.CancelCauseFunc // ends fetch when the agent leaves the room
-	sched roomSched               // the scheduler's, owned by its dispatcher
-	q     *scheduler              // the scheduler that runs it
-	slot  bool                    // its round holds one of q's slots (talking to Band, not in its handler)
+	s   *Shell
+	id  string
+	ctl *roomControl
+	// jitter is the room's own stream of backoff waits, seeded from the
+	// shell's seed and the room's id: rooms that fail at one instant
+	// draw the same waits whichever goroutine draws first, so a seeded
+	// run waits alike every time.
+	jitter *lifecycle.Jitter
+	guard  guardIndex
+	fetch  context.Context         // ends when Run stops fetching or the agent leaves the room
+	leave  context.CancelCauseFunc // ends fetch when the agent leaves the room
+	sched  roomSched               // the scheduler's, owned by its dispatcher
+	q      *scheduler              // the scheduler that runs it
+	slot   bool                    // its round holds one of q's slots (talking to Band, not in its handler)
 
 	// failures counts handler failures per message, the budget against
 	// MaxAttempts. Control aborts and crashes are never charged.
@@ -80,9 +87,17 @@ func newRoom(s *Shell, q *scheduler, id string) *room {
 		consumeOnServe: make(map[string]bool),
 		heldAcks:       make(map[string]Outcome),
 		firstAttempt:   make(map[string]int),
+		jitter:         roomJitter(s.jitterSeed, id),
 	}
 	r.ctl = newRoomControl(func() { q.wake(r) }, func() { q.catchUp(r) })
 	return r
+}
+
+// roomJitter is room id's jitter stream under the shell's seed.
+func roomJitter(seed uint64, id string) *lifecycle.Jitter {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(id))
+	return lifecycle.NewJitter(seed ^ h.Sum64())
 }
 
 // round runs one round of the room and says what it asks for next: a
@@ -107,7 +122,7 @@ func (r *room) round(hard context.Context) roundDone {
 	case endBackoff:
 		r.errStreak++
 		r.oneShot(func(d *drainTracker) { d.busy(r) })
-		done.wait = r.s.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, r.errStreak)
+		done.wait = r.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, r.errStreak)
 	case endHeld:
 		r.errStreak = 0
 		r.oneShot(func(d *drainTracker) { d.busy(r) })

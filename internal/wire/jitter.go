@@ -1,14 +1,43 @@
 package wire
 
 import (
+	"hash/fnv"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 )
 
-// jitter draws full-jitter waits from one seeded source. Requests of many
-// rooms draw from it at once, so it is locked; with one request at a time
-// the sequence of waits depends only on the seed.
+// callJitter is one call's stream of waits, drawn from a source seeded by
+// the Doer's seed and the request's method and path, made at the first
+// retry. Each call has a stream of its own, so the waits of calls that
+// retry at the same instant (many rooms at once) do not depend on which
+// goroutine draws first: with a fixed seed a run waits alike every time.
+type callJitter struct {
+	seed uint64
+	req  *http.Request
+	j    *jitter
+}
+
+func (c *callJitter) upTo(ceiling time.Duration) time.Duration {
+	if c.j == nil {
+		c.j = newJitter(requestSeed(c.seed, c.req.Method, c.req.URL.Path))
+	}
+	return c.j.upTo(ceiling)
+}
+
+// requestSeed mixes a request's method and path into seed.
+func requestSeed(seed uint64, method, path string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(method))
+	_, _ = h.Write([]byte{' '})
+	_, _ = h.Write([]byte(path))
+	return seed ^ h.Sum64()
+}
+
+// jitter draws full-jitter waits from one seeded source: one call's
+// (see callJitter), so the sequence of waits depends only on the seed and
+// the call.
 type jitter struct {
 	mu  sync.Mutex
 	rng *rand.Rand

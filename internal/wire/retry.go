@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -67,19 +68,22 @@ func NewRetryDoer(hc *http.Client, o RetryOptions) Doer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &retryDoer{hc: hc, opts: o, jitter: newJitter(o.Seed), log: log}
+	if o.Seed == 0 {
+		o.Seed = rand.Uint64()
+	}
+	return &retryDoer{hc: hc, opts: o, log: log}
 }
 
 type retryDoer struct {
-	hc     *http.Client
-	opts   RetryOptions
-	jitter *jitter
-	log    *slog.Logger
+	hc   *http.Client
+	opts RetryOptions
+	log  *slog.Logger
 	// deprecated holds the endpoints whose deprecation was logged.
 	deprecated sync.Map
 }
 
 func (d *retryDoer) Do(req *http.Request, endpoint string, retry bool) (*http.Response, error) {
+	j := &callJitter{seed: d.opts.Seed, req: req}
 	endpoint = endpointOf(req, endpoint)
 	ctx := req.Context()
 	if ctx.Err() != nil {
@@ -100,7 +104,7 @@ func (d *retryDoer) Do(req *http.Request, endpoint string, retry bool) (*http.Re
 	// the retrying client costs a dozen allocations before it sends. It
 	// is judged and waited after exactly as retryablehttp does it below.
 	if req.Body != nil && req.GetBody == nil {
-		return d.retry(ctx, req, endpoint, 0, nil) // a body that cannot be sent twice but by the retrying client
+		return d.retry(ctx, j, req, endpoint, 0, nil) // a body that cannot be sent twice but by the retrying client
 	}
 	began := time.Now()
 	resp, err := d.hc.Do(req)
@@ -117,7 +121,7 @@ func (d *retryDoer) Do(req *http.Request, endpoint string, retry bool) (*http.Re
 	if err == nil {
 		drainBody(resp.Body)
 	}
-	if err := d.pause(ctx, endpoint, 0, resp, cause); err != nil {
+	if err := d.pause(ctx, j, endpoint, 0, resp, cause); err != nil {
 		return nil, err
 	}
 	next := *req // each try its own request, as retryablehttp copies them
@@ -126,7 +130,7 @@ func (d *retryDoer) Do(req *http.Request, endpoint string, retry bool) (*http.Re
 			return nil, err
 		}
 	}
-	return d.retry(ctx, &next, endpoint, 1, cause)
+	return d.retry(ctx, j, &next, endpoint, 1, cause)
 }
 
 // retryable judges a try as the retrying client's CheckRetry: whether to
@@ -150,8 +154,8 @@ func (d *retryDoer) retryable(ctx context.Context, resp *http.Response, err erro
 }
 
 // backoff is the wait before retry n (from 0), logged.
-func (d *retryDoer) backoff(ctx context.Context, endpoint string, n int, resp *http.Response, cause any) time.Duration {
-	wait := d.wait(n, resp)
+func (d *retryDoer) backoff(ctx context.Context, j *callJitter, endpoint string, n int, resp *http.Response, cause any) time.Duration {
+	wait := d.wait(j, n, resp)
 	d.log.LogAttrs(ctx, slog.LevelDebug, "band: retrying request",
 		slog.String("endpoint", endpoint),
 		slog.Int("attempt", n+1),
@@ -161,8 +165,8 @@ func (d *retryDoer) backoff(ctx context.Context, endpoint string, n int, resp *h
 }
 
 // pause waits before retry n as retryablehttp does between its tries.
-func (d *retryDoer) pause(ctx context.Context, endpoint string, n int, resp *http.Response, cause any) error {
-	timer := time.NewTimer(d.backoff(ctx, endpoint, n, resp, cause))
+func (d *retryDoer) pause(ctx context.Context, j *callJitter, endpoint string, n int, resp *http.Response, cause any) error {
+	timer := time.NewTimer(d.backoff(ctx, j, endpoint, n, resp, cause))
 	select {
 	case <-ctx.Done():
 		timer.Stop()
@@ -182,7 +186,7 @@ func drainBody(body io.ReadCloser) {
 
 // retry sends the tries after the first sent (0 or 1) through
 // retryablehttp, numbered and waited as if it had sent those itself.
-func (d *retryDoer) retry(ctx context.Context, req *http.Request, endpoint string, sent int, lastCause any) (*http.Response, error) {
+func (d *retryDoer) retry(ctx context.Context, j *callJitter, req *http.Request, endpoint string, sent int, lastCause any) (*http.Response, error) {
 	rreq, err := retryablehttp.FromRequest(req)
 	if err != nil {
 		return nil, err
@@ -205,7 +209,7 @@ func (d *retryDoer) retry(ctx context.Context, req *http.Request, endpoint strin
 			return again, nil
 		},
 		Backoff: func(_, _ time.Duration, n int, resp *http.Response) time.Duration {
-			return d.backoff(ctx, endpoint, n+sent, resp, lastCause)
+			return d.backoff(ctx, j, endpoint, n+sent, resp, lastCause)
 		},
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
@@ -226,14 +230,14 @@ func (d *retryDoer) retry(ctx context.Context, req *http.Request, endpoint strin
 
 // wait is the delay before retry n (from 0) after resp (nil after a
 // transport error).
-func (d *retryDoer) wait(n int, resp *http.Response) time.Duration {
+func (d *retryDoer) wait(j *callJitter, n int, resp *http.Response) time.Duration {
 	if resp != nil && d.opts.MaxRetryAfter > 0 &&
 		(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
 		if ra, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 			return min(ra, d.opts.MaxRetryAfter)
 		}
 	}
-	return d.jitter.upTo(backoffCeiling(d.opts.BaseDelay, d.opts.MaxDelay, n))
+	return j.upTo(backoffCeiling(d.opts.BaseDelay, d.opts.MaxDelay, n))
 }
 
 // retryableStatus: throttling and server faults may pass; 501 says the

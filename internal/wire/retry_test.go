@@ -29,10 +29,10 @@ var retryOpts = RetryOptions{
 }
 
 // jitterWaits is what a Doer with o must wait before its first k retries
-// when no Retry-After applies: the seeded source's draws, in order, under
-// the doubling ceilings.
-func jitterWaits(o RetryOptions, k int) []time.Duration {
-	j := newJitter(o.Seed)
+// of the call h when no Retry-After applies: the draws of the call's
+// seeded source, in order, under the doubling ceilings.
+func jitterWaits(o RetryOptions, h hit, k int) []time.Duration {
+	j := newJitter(requestSeed(o.Seed, h.Method, h.Path))
 	var out []time.Duration
 	for n := range k {
 		out = append(out, j.upTo(backoffCeiling(o.BaseDelay, o.MaxDelay, n)))
@@ -40,10 +40,16 @@ func jitterWaits(o RetryOptions, k int) []time.Duration {
 	return out
 }
 
+// The calls the tests below retry, as the stub records them.
+var (
+	meCall   = hit{Method: http.MethodGet, Path: "/api/v1/agent/me"}
+	nextCall = hit{Method: http.MethodGet, Path: "/api/v1/agent/chats/c1/messages/next"}
+)
+
 func TestJitterWaitsAreNotTrivial(t *testing.T) {
 	// Guards the tests below: waits of all zeros or all the same would let
 	// a Doer that ignores the jitter pass them.
-	w := jitterWaits(retryOpts, 3)
+	w := jitterWaits(retryOpts, meCall, 3)
 	assert.NotEqual(t, w[0], w[1])
 	assert.NotEqual(t, w[1], w[2])
 	for _, d := range w {
@@ -57,7 +63,7 @@ func TestEmptyBody429IsRetried(t *testing.T) {
 		a, err := s.client(retryOpts).Me(t.Context())
 		require.NoError(t, err)
 		assert.Equal(t, "a1", a.ID)
-		assert.Equal(t, jitterWaits(retryOpts, 1), s.gaps())
+		assert.Equal(t, jitterWaits(retryOpts, meCall, 1), s.gaps())
 	})
 }
 
@@ -92,18 +98,18 @@ func TestRetryAfter(t *testing.T) {
 		{
 			name: "500 ignores the hint", status: 500,
 			header: func() string { return "3600" },
-			want:   func(o RetryOptions) time.Duration { return jitterWaits(o, 1)[0] },
+			want:   func(o RetryOptions) time.Duration { return jitterWaits(o, nextCall, 1)[0] },
 		},
 		{
 			name: "unparseable hint falls back to jitter", status: 503,
 			header: func() string { return "later" },
-			want:   func(o RetryOptions) time.Duration { return jitterWaits(o, 1)[0] },
+			want:   func(o RetryOptions) time.Duration { return jitterWaits(o, nextCall, 1)[0] },
 		},
 		{
 			name: "MaxRetryAfter zero ignores the hint", status: 429,
 			header: func() string { return "3600" },
 			opts:   func(o RetryOptions) RetryOptions { o.MaxRetryAfter = 0; return o },
-			want:   func(o RetryOptions) time.Duration { return jitterWaits(o, 1)[0] },
+			want:   func(o RetryOptions) time.Duration { return jitterWaits(o, nextCall, 1)[0] },
 		},
 	}
 	for _, tt := range tests {
@@ -146,7 +152,7 @@ func TestBurstsOf503OnReadsAndMarksAreRetried(t *testing.T) {
 				require.NoError(t, tt.call(t.Context(), s.client(retryOpts)))
 				hits := s.requests()
 				require.Len(t, hits, 4)
-				assert.Equal(t, jitterWaits(retryOpts, 3), s.gaps())
+				assert.Equal(t, jitterWaits(retryOpts, hits[0], 3), s.gaps())
 				for _, h := range hits[1:] {
 					assert.Equal(t, hits[0].Method, h.Method)
 					assert.Equal(t, hits[0].Path, h.Path)
@@ -170,7 +176,7 @@ func TestAttemptsAreCappedAndTheLastErrorReturned(t *testing.T) {
 		require.ErrorAs(t, err, &apiErr)
 		assert.Equal(t, &APIError{Endpoint: EndpointProcessed, Status: 502, RequestID: "req-4", Body: "bad gateway, try 4"}, apiErr)
 		assert.Len(t, s.requests(), retryOpts.MaxAttempts)
-		assert.Equal(t, jitterWaits(retryOpts, 3), s.gaps())
+		assert.Equal(t, jitterWaits(retryOpts, s.requests()[0], 3), s.gaps())
 	})
 }
 
@@ -184,7 +190,7 @@ func TestTransportErrorsAreRetried(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "m1", m.ID)
 		assert.EqualValues(t, 3, rt.tries.Load())
-		w := jitterWaits(retryOpts, 2)
+		w := jitterWaits(retryOpts, nextCall, 2)
 		assert.Equal(t, w[0]+w[1], time.Since(start))
 	})
 }
@@ -270,7 +276,7 @@ func TestCancelMidBackoffReturnsPromptlyWithTheCause(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				if tt.reply.header == nil {
-					require.Greater(t, jitterWaits(tt.opts, 1)[0], time.Second, "the draw must outlast the cancel")
+					require.Greater(t, jitterWaits(tt.opts, nextCall, 1)[0], time.Second, "the draw must outlast the cancel")
 				}
 				s := newStub(sequence(tt.reply))
 				ctx, cancel := context.WithCancelCause(t.Context())
@@ -390,7 +396,7 @@ func TestEachRetryIsLoggedAtDebug(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(line), &r))
 			got = append(got, r)
 		}
-		w := jitterWaits(o, 2)
+		w := jitterWaits(o, meCall, 2)
 		require.Len(t, got, 3)
 		for i, r := range got {
 			assert.Equal(t, "DEBUG", r.Level)
