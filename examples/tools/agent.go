@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -18,8 +19,10 @@ import (
 // tool_call event, then the refund itself as a journaled Step with the
 // payment API's idempotency key, then a tool_result event), stores what it
 // learned as a memory about the sender, retires what it knew of the
-// order before (see tidy), answers its team's contact requests, asks a
-// second participant to confirm, and answers the sender. Every one of
+// order before (see tidy), answers its team's contact requests, brings
+// the agent now in charge of billing into the room and takes out the one
+// it replaced (see staff), asks a second participant to confirm, and
+// answers the sender. Every one of
 // those effects happens once, however often the process is killed and
 // the message served again.
 func Handler(pay examplekit.Payments, team Team) bandonce.Handler {
@@ -78,6 +81,9 @@ func Handler(pay examplekit.Payments, team Team) bandonce.Handler {
 			return nil, err
 		}
 		if err := team.answer(ctx, m); err != nil {
+			return nil, err
+		}
+		if err := team.staff(ctx, m); err != nil {
 			return nil, err
 		}
 		goal, summary := "Refunds", "Refund what the room asks for, once each."
@@ -165,7 +171,7 @@ type retirement struct {
 // Team is the agents this one works with, by handle ("" for none): it
 // approves the contact request of Billing, the payment team's agent that
 // wants to hear of refunds, and ends its contact with Retired, the agent
-// Billing replaced.
+// Billing replaced; in the room, Billing takes Retired's place.
 type Team struct {
 	Billing, Retired string
 }
@@ -184,6 +190,50 @@ func (team Team) answer(ctx context.Context, m *bandonce.Message) error {
 	if team.Retired != "" {
 		if err := m.RemoveContact(ctx, team.Retired); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// staff brings Billing into the room and takes Retired out of it: changes
+// of state whose repeat Band recognises (already in the room, already
+// gone), made again at every delivery. The handles are looked up among
+// the room's participants and then the agent's peers (those not in the
+// room), so a redelivery finds both, whichever side of the room each is
+// on by then.
+func (team Team) staff(ctx context.Context, m *bandonce.Message) error {
+	if team.Billing == "" && team.Retired == "" {
+		return nil
+	}
+	ids := map[string]string{}
+	ps, err := m.Participants(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		ids["@"+p.Handle] = p.ID
+	}
+	peers, err := m.Peers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range peers {
+		ids["@"+p.Handle] = p.ID
+	}
+	if team.Billing != "" {
+		id, ok := ids[team.Billing]
+		if !ok {
+			return fmt.Errorf("tools: %s is neither in the room nor a peer", team.Billing)
+		}
+		if _, err := m.AddParticipant(ctx, id, band.RoleMember); err != nil {
+			return err
+		}
+	}
+	if team.Retired != "" {
+		if id, ok := ids[team.Retired]; ok { // not a peer any more: nothing to take out
+			if err := m.RemoveParticipant(ctx, id); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -14,7 +14,8 @@ import (
 
 // runFake plays one refund request on the in-process fake Band, with a
 // fake payment API, and prints the room (the messages and the events), its
-// board, the rooms and contacts the agent touched and its memories.
+// board, the rooms and contacts the agent touched, who is in the room
+// and the agent's memories.
 func runFake(ctx context.Context, out io.Writer, logger *slog.Logger) error {
 	stage := examplekit.NewStage(1, "refunds", "ada", "bea")
 	defer stage.Close()
@@ -36,6 +37,11 @@ func runFake(ctx context.Context, out io.Writer, logger *slog.Logger) error {
 	for _, r := range fb.CreatedRooms() {
 		t.Line("room", "%s opened %q", name(r.OwnerID), r.Title)
 	}
+	var members []string
+	for _, p := range fb.Members(stage.Room.ID) {
+		members = append(members, p.Name+" ("+p.Role+")")
+	}
+	t.Line("room", "%s: %s", stage.Room.Title, strings.Join(members, ", "))
 	for _, e := range fb.Events() {
 		switch {
 		case e.Kind == fakeband.EventContactRequest && name(e.Detail) != "":
@@ -55,15 +61,26 @@ func runFake(ctx context.Context, out io.Writer, logger *slog.Logger) error {
 
 // seedPast gives the agent a past: two memories about ada's order-17 from
 // an earlier conversation (a fact the refund will prove wrong and a note
-// the refund makes stale), a contact it no longer works with (billing-v1)
-// and a pending contact request from the agent that replaced it
-// (billing).
+// the refund makes stale), a contact it no longer works with (billing-v1),
+// still in the room, and a pending contact request from the agent that
+// replaced it (billing). ada, the room's owner, made the agent an admin of
+// the room, so that it may take billing-v1 out.
 func seedPast(ctx context.Context, stage *examplekit.Stage) (past, error) {
-	fb, agent, ada := stage.Band, stage.Agent, stage.Humans[0]
+	fb, agent, ada, room := stage.Band, stage.Agent, stage.Humans[0], stage.Room
 	old, next := fb.AddAgent("billing-v1"), fb.AddAgent("billing")
 	stage.Name(old.ID, old.Name)
 	stage.Name(next.ID, next.Name)
 	if err := fb.AddContact(agent.ID, old.ID); err != nil {
+		return past{}, err
+	}
+	// The fake changes a role only by a rejoin.
+	if err := fb.RemoveParticipant(room.ID, agent.ID); err != nil {
+		return past{}, err
+	}
+	if err := fb.AddParticipantAs(room.ID, agent.ID, fakeband.RoleAdmin); err != nil {
+		return past{}, err
+	}
+	if err := fb.AddParticipant(room.ID, old.ID); err != nil {
 		return past{}, err
 	}
 	client := func(key string) (*band.Client, error) {

@@ -44,10 +44,12 @@ func runTurn(t *testing.T, bin string, at int, after bool, ledger string) *turnR
 	require.NoError(t, err)
 
 	proxy, front, env := killtest.Front(t, base, agent.Key, msg, at, after, func(method, path string) bool {
-		// The turn's room, the memories and the contacts (the agent's
-		// own), and the rooms it creates.
+		// The turn's room (its participants too), the memories, the
+		// contacts and the peers (the agent's own), and the rooms it
+		// creates.
 		return strings.Contains(path, "/chats/"+room.ID+"/") || strings.Contains(path, "/agent/memories") ||
-			strings.Contains(path, "/agent/contacts") || (method == http.MethodPost && strings.HasSuffix(path, "/agent/chats"))
+			strings.Contains(path, "/agent/contacts") || strings.HasSuffix(path, "/agent/peers") ||
+			(method == http.MethodPost && strings.HasSuffix(path, "/agent/chats"))
 	}, killtest.Upstream{Prefix: "/pay", Target: stage.PaymentsURL})
 	env = append(env, "TOOLS_PAYMENTS_URL="+front+"/pay", "TOOLS_BILLING="+past.Billing, "TOOLS_RETIRED="+past.Retired)
 	if ledger != "" {
@@ -97,6 +99,7 @@ func (r *turnRun) check(t *testing.T) {
 	// What changed state did so once: a repeat (a redelivery replaying
 	// the journaled choice) leaves Band as one call does.
 	changes := map[string]int{}
+	team := func(id string) bool { return id == r.past.billing.ID || id == r.past.retired.ID }
 	for _, e := range r.band.Events() {
 		switch {
 		case e.Kind == fakeband.EventMemoryStatus:
@@ -107,6 +110,10 @@ func (r *turnRun) check(t *testing.T) {
 			changes["contact added "+e.Detail]++
 		case e.Kind == fakeband.EventContactRemoved && e.AgentID == r.agent.ID:
 			changes["contact removed "+e.Detail]++
+		case e.Kind == fakeband.EventJoin && e.RoomID == r.room.ID && team(e.AgentID):
+			changes["joined the room "+e.AgentID]++
+		case e.Kind == fakeband.EventLeave && e.RoomID == r.room.ID && team(e.AgentID):
+			changes["left the room "+e.AgentID]++
 		}
 	}
 	assert.Equal(t, map[string]int{
@@ -116,7 +123,15 @@ func (r *turnRun) check(t *testing.T) {
 		"contact added " + r.past.retired.ID:       1, // the past's
 		"contact added " + r.past.billing.ID:       1,
 		"contact removed " + r.past.retired.ID:     1,
+		"joined the room " + r.past.retired.ID:     1, // the past's
+		"joined the room " + r.past.billing.ID:     1,
+		"left the room " + r.past.retired.ID:       1,
 	}, changes, "each change of state once")
+	var members []string
+	for _, p := range r.band.Members(r.room.ID) {
+		members = append(members, p.Name+" "+p.Role)
+	}
+	assert.Equal(t, []string{"ada owner", "bea member", "refunds admin", "billing member"}, members, "billing in the room in billing-v1's place")
 	bd, ok := r.band.RoomBoard(r.room.ID)
 	assert.True(t, ok, "the room's goal is set")
 	assert.Equal(t, fakeband.Board{GoalTitle: "Refunds", GoalSummary: "Refund what the room asks for, once each.", Changes: 1}, bd, "the goal set once")
@@ -139,8 +154,9 @@ func (r *turnRun) check(t *testing.T) {
 // The agent as users run it: a separate process, SIGKILLed at every
 // request boundary of one turn in turn (before the request and after Band
 // or the payment API applied it), restarted each time. Every send and
-// event of the turn is in the fake's truth once, and the payment API saw
-// one idempotency key and refunded once.
+// event of the turn is in the fake's truth once, billing joined the room
+// once and billing-v1 left it once, and the payment API saw one
+// idempotency key and refunded once.
 func TestToolsProcessSurvivesSIGKILLAtEveryRequestOfATurn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the agent as a process, dozens of times")
@@ -150,8 +166,9 @@ func TestToolsProcessSurvivesSIGKILLAtEveryRequestOfATurn(t *testing.T) {
 	dry.check(t)
 	turn := dry.proxy.Requests()
 	t.Logf("the turn's requests: %s", strings.Join(turn, ", "))
-	require.GreaterOrEqual(t, len(turn), 21, "processing, the task, its status, 3 events, the refund, the task's completion, the memory, "+
+	require.GreaterOrEqual(t, len(turn), 25, "processing, the task, its status, 3 events, the refund, the task's completion, the memory, "+
 		"the memories read, the supersede, the archive, the contact request answered, the contact removed, "+
+		"participants, peers, billing added, billing-v1 removed, "+
 		"the goal, the follow-up room, participants, the contact request, the question, the reply, processed")
 	for _, ledger := range []string{"memory", "bolt"} {
 		for at := 1; at <= len(turn); at++ {
@@ -186,7 +203,7 @@ func TestFakeModePrintsTheTurn(t *testing.T) {
 	require.NoError(t, runFake(t.Context(), &out, slog.New(slog.DiscardHandler))) // nil would be slog.Default()
 	text := out.String()
 	for _, want := range []string{"[thought]", "[tool_call] refund(order-17)", "[tool_result] refunded order-17", "Could you confirm refund", "Refunded order-17", "payments: order-17 refunded 1 time(s)",
-		"board:   #1 Refund order-17 [completed]", "refunds: Refunded order-17, receipt", "memory:  about ada [active]: Asked for a refund of order-17",
+		"board:   #1 Refund order-17 [completed]", "room:    support: ada (owner), bea (member), refunds (admin), billing (member)", "refunds: Refunded order-17, receipt", "memory:  about ada [active]: Asked for a refund of order-17",
 		"memory:  about ada [superseded]: order-17 may not be refunded", "memory:  about ada [archived]: ada waits for a decision on order-17",
 		"contact: refunds answered a request: approved", "contact: refunds removed billing-v1",
 		"goal:    Refunds: Refund what the room asks for, once each.", `room:    refunds opened "Refund order-17: follow-up [bo:`, "contact: refunds asked ada"} {
