@@ -47,9 +47,13 @@ type scheduler struct {
 	// a room alone does not wake the dispatcher as its handler starts.
 	wantSlot bool
 
-	work    chan *room     // dispatcher to idle workers
+	// resting holds the workers waiting for work, each by the channel it
+	// takes its next round from. The dispatcher's own, and a stack: the
+	// worker that rested last is handed the next round, so a run of a
+	// few rounds reuses one worker's grown stack rather than growing a
+	// stack afresh on every worker in turn.
+	resting []chan *room
 	workers int            // how many live as long as the run: as many as slots
-	resting int            // the dispatcher's count of workers waiting for work
 	results chan roundDone // rounds to dispatcher
 
 	// The dispatcher's own.
@@ -88,7 +92,7 @@ type roundDone struct {
 	again    bool          // look again at once
 	wait     time.Duration // otherwise: the next look after this long
 	budgeted bool          // and that look only guards against a lost push
-	worker   bool          // the round ran on a worker, now idle again
+	worker   chan *room    // the worker the round ran on, now idle again; nil for its own goroutine
 }
 
 // slotsPerRequest is how many rounds may talk to Band at once per request
@@ -102,7 +106,6 @@ func newScheduler(s *Shell) *scheduler {
 		s: s, limit: s.cfg.MaxConcurrentRooms, idleEvery: s.cfg.IdleRequestInterval,
 		slots:   make(chan struct{}, slotsPerRequest*s.cfg.MaxRequestsInFlight),
 		kick:    make(chan struct{}, 1),
-		work:    make(chan *room),
 		results: make(chan roundDone),
 	}
 }
@@ -141,14 +144,16 @@ func (q *scheduler) catchUp(r *room) {
 func (q *scheduler) run(fetch, hard context.Context) {
 	var workers sync.WaitGroup
 	q.workers = min(q.limit, cap(q.slots))
-	q.resting = q.workers
-	for range q.workers {
+	q.resting = make([]chan *room, q.workers)
+	for i := range q.resting {
+		in := make(chan *room)
+		q.resting[i] = in
 		workers.Go(func() {
 			for {
 				select {
-				case r := <-q.work:
+				case r := <-in:
 					done := r.round(hard)
-					done.worker = true
+					done.worker = in
 					q.results <- done
 				case <-fetch.Done():
 					return
@@ -192,14 +197,15 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 			r.sched.state = schedRunning
 			q.busy++
 			r.slot = true
-			if q.resting > 0 {
-				// An idle worker is waiting, or about to, since its
-				// last round's end was taken in.
-				q.resting--
+			if n := len(q.resting); n > 0 {
+				// This worker is waiting, or about to, since its last
+				// round's end was taken in.
+				w := q.resting[n-1]
+				q.resting = q.resting[:n-1]
 				select {
-				case q.work <- r:
+				case w <- r:
 				case <-fetch.Done():
-					q.resting++
+					q.resting = append(q.resting, w)
 					q.busy--          // never ran; Run is ending and lets the room go
 					r.handlerStarts() // the slot taken for it
 					return
@@ -216,8 +222,8 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 		select {
 		case done := <-q.results:
 			q.busy--
-			if done.worker {
-				q.resting++
+			if done.worker != nil {
+				q.resting = append(q.resting, done.worker)
 			}
 			done.r.handlerStarts() // the round's slot, if it still holds it
 			q.place(done, now)
