@@ -373,7 +373,9 @@ func TestReplicasSurviveTwentyKillsOfTheHolder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs fakeband and two echo replicas as processes")
 	}
-	t.Parallel() // its time is the leases' wall clock: it runs beside the three slowest
+	// Not t.Parallel: beside the scale test's 10,000 rooms a 3 s lease
+	// gives the ledger 1.5 s a call, which PostgreSQL missed in CI, and
+	// the replica rightly logged each write it could not make.
 	dsn := freshDatabase(t)
 	lease := testLease(t)
 	bin := buildEcho(t)
