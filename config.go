@@ -322,7 +322,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.Logger = keyguard.Logger(s.Logger, s.apiKey)
 	s.Hooks = s.Hooks.scrubbed(s.apiKey)
 	s.limiter = wire.NewLimiter(s.MaxRequestsInFlight, s.Retry.MaxRetryAfter)
-	s.limiter.OnPace(newPaceWatch(s.Logger, s.limiter, s.Hooks.Throttle).changed)
+	s.limiter.OnPace(newPaceWatch(s.Logger, s.Hooks.Throttle).changed)
 	s.HTTPClient, s.socketClient = wire.RequestClients(c.HTTPClient, s.RequestTimeout, s.limiter)
 	if c.SocketURL != "" {
 		u, err := url.Parse(c.SocketURL)

@@ -41,8 +41,30 @@ type Limiter struct {
 	grantAt   *time.Timer // a pending grant, if any
 	window    [2]startCount
 	throttled int
-	onPace    func(paced bool, rate float64)
+	episode   Pace // the pace as OnPace last heard it
+	onPace    func(Pace)
 }
+
+// Pace is what OnPace hears: a change of the limiter's pace.
+type Pace struct {
+	// Paced is true while the limiter paces requests, false once the
+	// pace is lifted.
+	Paced bool
+	// Rate is the pace in starts per second; 0 when lifted.
+	Rate float64
+	// Since is when the pace first dropped in this episode.
+	Since time.Time
+	// Refused counts the 429s since the pace first dropped, this one
+	// included: counted under the limiter's lock, so an answer racing
+	// the report cannot shift it.
+	Refused int
+	// Cuts counts the times the rate was cut in this episode: 1 at the
+	// first drop.
+	Cuts int
+}
+
+// First reports whether this change is the episode's first drop.
+func (p Pace) First() bool { return p.Paced && p.Cuts == 1 }
 
 // waiter is a request waiting for its start.
 type waiter struct {
@@ -110,11 +132,11 @@ func NewLimiter(maxInFlight int, maxPause time.Duration) *Limiter {
 }
 
 // OnPace has f called when the limiter starts pacing requests after a
-// 429 (paced, with the rate in starts per second), each time it cuts that
-// rate again, and when the rate has grown back to no limit (paced false).
-// It is called outside the limiter's lock, on the goroutine whose answer
-// moved the pace, and must not block. Call it before the first request.
-func (l *Limiter) OnPace(f func(paced bool, rate float64)) { l.onPace = f }
+// 429, each time it cuts that rate again, and when the rate has grown
+// back to no limit. It is called outside the limiter's lock, on the
+// goroutine whose answer moved the pace, and must not block. Call it
+// before the first request.
+func (l *Limiter) OnPace(f func(Pace)) { l.onPace = f }
 
 // Rate is the pace in starts per second; +Inf while unthrottled.
 func (l *Limiter) Rate() float64 {
@@ -214,37 +236,46 @@ func (l *Limiter) grant() {
 // (0 for a transport error) and Retry-After.
 func (l *Limiter) release(start time.Time, status int, retryAfter time.Duration, hasRetryAfter bool) {
 	l.mu.Lock()
-	paced, rate := l.releaseLocked(start, status, retryAfter, hasRetryAfter)
+	changed, p := l.releaseLocked(start, status, retryAfter, hasRetryAfter)
 	l.mu.Unlock()
-	if paced != nil && l.onPace != nil {
-		l.onPace(*paced, rate)
+	if changed && l.onPace != nil {
+		l.onPace(p)
 	}
 }
 
 // releaseLocked is release under the lock; it returns whether the pace
-// changed as OnPace reports it (nil when it did not), and the rate.
-func (l *Limiter) releaseLocked(start time.Time, status int, retryAfter time.Duration, hasRetryAfter bool) (paced *bool, rate float64) {
+// changed, and the change as OnPace hears it.
+func (l *Limiter) releaseLocked(start time.Time, status int, retryAfter time.Duration, hasRetryAfter bool) (changed bool, p Pace) {
 	l.inFlight--
 	now := time.Now()
 	switch {
 	case status == http.StatusTooManyRequests:
 		l.throttled++
 		l.refusedAt = now
+		if l.episode.Paced {
+			l.episode.Refused++
+		}
 		if hasRetryAfter {
 			l.pauseTill = maxTime(l.pauseTill, now.Add(min(retryAfter, l.maxPause)))
 		}
 		if start.Before(l.cutAt) {
 			break // already halved for this congestion
 		}
+		if !l.episode.Paced {
+			l.episode = Pace{Paced: true, Since: now, Refused: 1}
+		}
 		l.rate = max(minRate, min(l.rate, l.startRate(now))/2)
 		l.cutAt = now
 		l.nextStart = maxTime(l.nextStart, now.Add(time.Duration(float64(time.Second)/l.rate)))
-		paced, rate = new(true), l.rate
+		l.episode.Rate = l.rate
+		l.episode.Cuts++
+		changed, p = true, l.episode
 	case status != 0 && !math.IsInf(l.rate, 1):
 		l.rate += increase / l.rate
 		if l.rate > maxRate || now.Sub(l.refusedAt) >= liftAfter {
 			l.rate = math.Inf(1)
-			paced = new(false)
+			l.episode.Paced, l.episode.Rate = false, 0
+			changed, p = true, l.episode
 		}
 	}
 	if l.grantAt != nil {
@@ -253,7 +284,7 @@ func (l *Limiter) releaseLocked(start time.Time, status int, retryAfter time.Dur
 		l.grantAt = nil
 	}
 	l.armLocked(now)
-	return paced, rate
+	return changed, p
 }
 
 // countStart counts a start in the half-second window.
