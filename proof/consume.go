@@ -3,10 +3,12 @@ package proof
 import "github.com/band-once/bandonce/fakeband"
 
 // interruptsConsume judges InterruptConsumes: a message whose turn an
-// interrupt reached is consumed by the life that heard it. That life must
-// not run its handler again, post its reply or mark it failed: each is
-// the message left for replay. A later life may (a crash forgets the
-// interrupt), and so may other messages that share its key.
+// interrupt reached is consumed by the shell that heard it. That shell
+// must not run its handler again, post its reply or mark it failed: each
+// is the message left for replay. A later life may (a crash forgets the
+// interrupt), and so may a replica's later lease term, which runs a new
+// shell (a lease lost before the mark could land forgets it too), and so
+// may other messages that share its key.
 func (t *truth) interruptsConsume(v *judgement) {
 	for _, c := range t.s.controls {
 		if c.Kind != Interrupt {
@@ -50,8 +52,8 @@ func (t *truth) turnAt(room int, a arrival) *HandlerStart {
 			st = h
 		}
 	}
-	if st == nil {
-		return nil
+	if st == nil || t.termEnd(a.life, st.Tick) < a.tick {
+		return nil // the shell that started it is gone: the new term's started nothing
 	}
 	key := t.keyOf[st.MessageID]
 	busy := st.Ended > a.tick // the handler reported it returned after the push
@@ -89,9 +91,10 @@ func (t *truth) turnAt(room int, a arrival) *HandlerStart {
 // leftForReplay says how the life that heard the interrupt went on with
 // the message, or "" if it did not. A stop for the room that reached the
 // life after the interrupt overrides it (the last signal wins, and a stop
-// leaves the message for replay), so what follows that stop is fair.
+// leaves the message for replay), so what follows that stop is fair, and
+// so is what a later lease term's shell does.
 func (t *truth) leftForReplay(room int, st *HandlerStart, a arrival) string {
-	until := int64(1<<63 - 1)
+	until := t.termEnd(a.life, a.tick)
 	for _, c := range t.s.controls {
 		if c.Kind != Stop || c.Room != room {
 			continue
@@ -122,6 +125,17 @@ func (t *truth) leftForReplay(room int, st *HandlerStart, a arrival) string {
 		}
 	}
 	return ""
+}
+
+// termEnd is when the shell of life n that ran at tick gave way to the
+// shell of a new lease term (life.termEnd); with one shell per life, never.
+func (t *truth) termEnd(n int, tick int64) int64 {
+	for _, l := range t.s.allLives {
+		if l.n == n {
+			return l.termEnd(tick)
+		}
+	}
+	return 1<<63 - 1
 }
 
 // superseded judges SupersedeStops for every life the supersede reached:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -38,6 +39,10 @@ type life struct {
 	replica     int
 	leading     atomic.Int64
 	pausedUntil atomic.Int64
+	// terms are the order ticks at which the life began to lead, each
+	// term a new shell that remembers nothing of the last one's signals.
+	termsMu sync.Mutex
+	terms   []int64
 	// handingOver is when the engine asked the life to hand over
 	// (Handover), zero unless it did: it may then return.
 	handingOver time.Time
@@ -50,6 +55,27 @@ type life struct {
 func (l *life) mayStop() bool {
 	heard, _ := l.supersedeHeard()
 	return l.superseded || heard || !l.handingOver.IsZero()
+}
+
+// termStart notes that a new term of the life began: it leads again.
+func (l *life) termStart() {
+	l.termsMu.Lock()
+	defer l.termsMu.Unlock()
+	l.terms = append(l.terms, l.order.next())
+}
+
+// termEnd is the tick at which the term of the life in progress at tick
+// ended because a new one began, or the end of time if none did: a
+// signal the shell of one term heard, the next term's shell never did.
+func (l *life) termEnd(tick int64) int64 {
+	l.termsMu.Lock()
+	defer l.termsMu.Unlock()
+	for _, t := range l.terms {
+		if t > tick {
+			return t
+		}
+	}
+	return 1<<63 - 1
 }
 
 func (l *life) exited() bool {

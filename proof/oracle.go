@@ -31,8 +31,9 @@ const (
 	// the signal reached the agent.
 	InterruptSilence Invariant = "interrupt-silence"
 	// InterruptConsumes: a message whose turn an interrupt reached is
-	// consumed by the life that heard it: that life does not run its
-	// handler again, post its reply or mark it failed.
+	// consumed by the shell that heard it: that shell (the life, or with
+	// replicas its lease term) does not run its handler again, post its
+	// reply or mark it failed.
 	InterruptConsumes Invariant = "interrupt-consumes"
 	// StopSilence: no handler starts in a room between a stop that
 	// reached the agent and the room's play.

@@ -137,7 +137,8 @@ func (r *replicaState) leading(l *life, epoch int64) {
 	l.leading.Store(epoch)
 	if epoch > 0 {
 		// A new term runs a new shell: a supersede the last one heard
-		// (and stopped for) is not this one's.
+		// (and stopped for) is not this one's, nor an interrupt.
+		l.termStart()
 		sp := &l.supersede
 		sp.mu.Lock()
 		sp.heard, sp.at, sp.tick, sp.keptWorking = false, time.Time{}, 0, ""

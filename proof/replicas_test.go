@@ -54,6 +54,20 @@ func TestAHolderPausedAgainAfterASupersedeGetsItsGraceFromItsWake(t *testing.T) 
 	assert.Equal(t, 2, r.Faults["supersede"], "and supersedes it twice")
 }
 
+// An interrupt heard by a holder whose lease then ran out before the
+// mark could land (the ledger was down) is forgotten with the shell that
+// heard it: the same process, leading again under a later epoch, runs a
+// new shell, which may replay the message as another replica would. The
+// prover once judged the process, not its shell, and failed it with
+// InterruptConsumes (seed 441384523, of CI's fresh master seed 441381102).
+func TestALaterLeaseTermMayReplayAnInterruptedMessage(t *testing.T) {
+	r := Simulate(t, Random(441384523, GenOptions{Replicas: 2}), Options{})
+	assert.Nil(t, r.Violation)
+	assert.Equal(t, 1, r.Faults["interrupt"], "the schedule still interrupts every room")
+	assert.Equal(t, 1, r.Faults["pause_past_lease"], "pauses the holder past its lease")
+	assert.Equal(t, 1, r.Faults["ledger_outage"], "and takes the ledger down")
+}
+
 // Replicas that break the lease fail with FencedSend and a short witness
 // that replays: a holder that checks its lease nowhere (no fence on its
 // sends or writes, no stop when it is lost), and the same on a lease
