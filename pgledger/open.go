@@ -80,8 +80,8 @@ type Store struct {
 
 // Open checks that the database can hold the ledger and brings its schema
 // up to date, creating it on first use, then returns the agent's Store.
-// While the database cannot be reached, Open keeps trying, with backoff,
-// until ctx ends. Its other errors are *OpenError; see ErrNotPostgres,
+// While the database cannot be reached, Open keeps trying, with backoff
+// from 100 ms up to Options.PollInterval, until ctx ends. Its other errors are *OpenError; see ErrNotPostgres,
 // ErrSchemaTooNew, ErrForeignSchema and ErrPermission.
 //
 // Open does not make this process the agent's writer: RunLeader does,
@@ -142,7 +142,10 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 			return nil, fail(nil, err, "cannot be opened")
 		}
 		failures.Note(s.log, "pgledger: cannot reach the database to open the ledger; retrying", err)
-		if sleep(ctx, failures.Backoff()) != nil {
+		// No slower than a standby polls: a replica that starts while
+		// the database is down is a standby within a poll of its return,
+		// ready for a hand-over (up to a poll), not a backoff later.
+		if sleep(ctx, failures.Backoff(opts.PollInterval)) != nil {
 			return nil, gaveUp()
 		}
 	}

@@ -118,3 +118,23 @@ func TestAHolderRenewsAndReleases(t *testing.T) {
 		assert.Zero(t, left, "released at once")
 	})
 }
+
+// The wait after each failure doubles from 100 ms and stops at the
+// ceiling (pgledger's Open gives its poll interval), and a ceiling under
+// 100 ms still waits 100 ms: never a spin.
+func TestBackoffDoublesToItsCeilingAndNeverSpins(t *testing.T) {
+	var f FailureLog
+	log := slog.New(slog.DiscardHandler)
+	var waits []time.Duration
+	for range 6 {
+		f.Note(log, "failed", errors.New("down"))
+		waits = append(waits, f.Backoff(500*time.Millisecond))
+	}
+	ms := time.Millisecond
+	assert.Equal(t, []time.Duration{100 * ms, 200 * ms, 400 * ms, 500 * ms, 500 * ms, 500 * ms}, waits)
+	assert.Equal(t, 100*ms, f.Backoff(time.Millisecond))
+	for range 40 {
+		f.Note(log, "failed", errors.New("down"))
+	}
+	assert.Equal(t, time.Hour, f.Backoff(time.Hour), "many failures do not overflow the doubling")
+}

@@ -87,9 +87,11 @@ func (f *FailureLog) Note(log *slog.Logger, msg string, err error) {
 	}
 }
 
-// Backoff is the wait after the latest failure: 100 ms doubling to 5 s.
-func (f *FailureLog) Backoff() time.Duration {
-	return min(100*time.Millisecond<<min(max(f.n-1, 0), 6), 5*time.Second)
+// Backoff is the wait after the latest failure: 100 ms doubling to
+// ceiling (never under 100 ms, so a tiny ceiling cannot spin).
+func (f *FailureLog) Backoff(ceiling time.Duration) time.Duration {
+	const first = 100 * time.Millisecond
+	return min(first<<min(max(f.n-1, 0), 16), max(ceiling, first))
 }
 
 // Recovered logs msg if failures were noted, and forgets them.
