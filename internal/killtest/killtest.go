@@ -274,13 +274,16 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 // the turn is done: a first life, which the proxy kills at its request
 // (when it is set to), then a restart. ready is what the agent prints on
 // stdout once it serves. The last life is stopped with SIGTERM, which
-// must exit 0 with nothing on stderr.
-func Serve(t testing.TB, bin string, env []string, proxy *Proxy, ready string, processed func() bool) {
+// must exit 0 with nothing on stderr. Serve returns how many times the
+// lives printed ready: one shell per life, and more when a life lost its
+// ledger's lease (a starved renewal on a busy machine) and led again.
+func Serve(t testing.TB, bin string, env []string, proxy *Proxy, ready string, processed func() bool) (shells int) {
 	t.Helper()
 	p := Start(t, bin, env)
 	proxy.SetKill(p.Kill)
 	if proxy.at > 0 {
 		Eventually(t, "the kill", p.Exited)
+		shells = strings.Count(p.Stdout.String(), ready)
 		p = Start(t, bin, env) // the restart
 	}
 	Eventually(t, "the agent serving", func() bool { return strings.Contains(p.Stdout.String(), ready) })
@@ -291,6 +294,7 @@ func Serve(t testing.TB, bin string, env []string, proxy *Proxy, ready string, p
 	if s := p.Stderr.String(); s != "" {
 		t.Errorf("nothing on stderr unless asked; got %s", s)
 	}
+	return shells + strings.Count(p.Stdout.String(), ready)
 }
 
 // PostgresEnv names the variable pointing the tests at a PostgreSQL.
