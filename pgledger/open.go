@@ -81,8 +81,9 @@ type Store struct {
 // Open checks that the database can hold the ledger and brings its schema
 // up to date, creating it on first use, then returns the agent's Store.
 // While the database cannot be reached, Open keeps trying, with backoff
-// from 100 ms up to Options.PollInterval, until ctx ends. Its other errors are *OpenError; see ErrNotPostgres,
-// ErrSchemaTooNew, ErrForeignSchema and ErrPermission.
+// from 100 ms up to Options.PollInterval, until ctx ends. Its other
+// errors are *OpenError; see ErrNotPostgres, ErrSchemaTooNew,
+// ErrForeignSchema and ErrPermission.
 //
 // Open does not make this process the agent's writer: RunLeader does,
 // once it holds the lease.

@@ -1,6 +1,10 @@
 package proof
 
-import "github.com/band-once/bandonce/fakeband"
+import (
+	"math"
+
+	"github.com/band-once/bandonce/fakeband"
+)
 
 // interruptsConsume judges InterruptConsumes: a message whose turn an
 // interrupt reached is consumed by the shell that heard it. That shell
@@ -135,7 +139,7 @@ func (t *truth) termEnd(n int, tick int64) int64 {
 			return l.termEnd(tick)
 		}
 	}
-	return 1<<63 - 1
+	return math.MaxInt64
 }
 
 // superseded judges SupersedeStops for every life the supersede reached:

@@ -3,6 +3,7 @@ package proof
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -75,7 +76,7 @@ func (l *life) termEnd(tick int64) int64 {
 			return t
 		}
 	}
-	return 1<<63 - 1
+	return math.MaxInt64
 }
 
 func (l *life) exited() bool {
