@@ -53,7 +53,9 @@ type scheduler struct {
 	// few rounds reuses one worker's grown stack rather than growing a
 	// stack afresh on every worker in turn.
 	resting []chan *room
-	workers int            // how many live as long as the run: as many as slots
+	workers int            // how many may live as long as the run: as many as slots
+	started int            // how many have started
+	pool    sync.WaitGroup // the workers
 	results chan roundDone // rounds to dispatcher
 
 	// The dispatcher's own.
@@ -142,32 +144,35 @@ func (q *scheduler) catchUp(r *room) {
 // run dispatches until fetch ends; it returns once every round has
 // ended. hard bounds the handlers.
 func (q *scheduler) run(fetch, hard context.Context) {
-	var workers sync.WaitGroup
 	q.workers = min(q.limit, cap(q.slots))
-	q.resting = make([]chan *room, q.workers)
-	for i := range q.resting {
-		in := make(chan *room)
-		q.resting[i] = in
-		workers.Go(func() {
-			for {
-				select {
-				case r := <-in:
-					done := r.round(hard)
-					done.worker = in
-					q.results <- done
-				case <-fetch.Done():
-					return
-				}
-			}
-		})
-	}
+	q.resting = make([]chan *room, 0, q.workers)
 	q.dispatch(fetch, hard)
 	for ; q.busy > 0; q.busy-- {
 		done := <-q.results // Run is ending: its rooms are let go by the shell
 		// Its slot, for a round still to end whose handler returned.
 		done.r.handlerStarts()
 	}
-	workers.Wait()
+	q.pool.Wait()
+}
+
+// startWorker starts a worker that lives as long as the run, with r as
+// its first round. Workers start as rounds need them, so a shell in a
+// few rooms starts a few.
+func (q *scheduler) startWorker(fetch, hard context.Context, r *room) {
+	q.started++
+	in := make(chan *room)
+	q.pool.Go(func() {
+		for {
+			done := r.round(hard)
+			done.worker = in
+			q.results <- done
+			select {
+			case r = <-in:
+			case <-fetch.Done():
+				return
+			}
+		}
+	})
 }
 
 func (q *scheduler) dispatch(fetch, hard context.Context) {
@@ -210,6 +215,8 @@ func (q *scheduler) dispatch(fetch, hard context.Context) {
 					r.handlerStarts() // the slot taken for it
 					return
 				}
+			} else if q.started < q.workers {
+				q.startWorker(fetch, hard, r)
 			} else {
 				go func() { q.results <- r.round(hard) }()
 			}
