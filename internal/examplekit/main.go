@@ -32,7 +32,7 @@ type Command struct {
 }
 
 // Main parses the flags (-fake, and -v to log what the shell does to
-// stderr), runs the command until SIGINT or SIGTERM (a graceful stop,
+// stderr; without it, its warnings: see Logger), runs the command until SIGINT or SIGTERM (a graceful stop,
 // exit 0), and exits 1 with the error on stderr if it fails.
 func (c Command) Main() {
 	fake := flag.Bool("fake", false, "play one request on the in-process fake Band and print the room")
@@ -40,21 +40,31 @@ func (c Command) Main() {
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	logger := slog.New(slog.DiscardHandler)
-	if *verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
 	var err error
 	if *fake {
-		err = c.Fake(ctx, os.Stdout, logger)
+		err = c.Fake(ctx, os.Stdout, Logger(*verbose, true))
 	} else {
-		err = c.Run(ctx, os.Getenv, os.Stdout, logger)
+		err = c.Run(ctx, os.Getenv, os.Stdout, Logger(*verbose, false))
 	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, c.Name+":", err)
 		os.Exit(1)
 	}
+}
+
+// Logger is the shell's logger for an example: with verbose, everything
+// to stderr; otherwise the warnings (Band or the ledger in trouble, a
+// message dead-lettered, the agent throttled), since stdout says what
+// the example does and stderr is for trouble; on the fake, nothing.
+func Logger(verbose, fake bool) *slog.Logger {
+	switch {
+	case verbose:
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	case fake:
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // Serve runs a shell of cfg until ctx ends, printing "<name>: serving"

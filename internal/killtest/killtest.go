@@ -274,9 +274,10 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 // the turn is done: a first life, which the proxy kills at its request
 // (when it is set to), then a restart. ready is what the agent prints on
 // stdout once it serves. The last life is stopped with SIGTERM, which
-// must exit 0 with nothing on stderr. Serve returns how many times the
-// lives printed ready: one shell per life, and more when a life lost its
-// ledger's lease (a starved renewal on a busy machine) and led again.
+// must exit 0 with nothing on stderr but a starved lease's warnings.
+// Serve returns how many times the lives printed ready: one shell per
+// life, and more when a life lost its ledger's lease (a starved renewal
+// on a busy machine) and led again.
 func Serve(t testing.TB, bin string, env []string, proxy *Proxy, ready string, processed func() bool) (shells int) {
 	t.Helper()
 	p := Start(t, bin, env)
@@ -291,10 +292,24 @@ func Serve(t testing.TB, bin string, env []string, proxy *Proxy, ready string, p
 	if err := p.Stop(); err != nil {
 		t.Fatalf("SIGTERM exits %v, want 0; stderr: %s", err, p.Stderr.String())
 	}
-	if s := p.Stderr.String(); s != "" {
-		t.Errorf("nothing on stderr unless asked; got %s", s)
+	if s := alarming(p.Stderr.String()); s != "" {
+		t.Errorf("nothing on stderr but warnings of a starved lease; got %s", s)
 	}
 	return shells + strings.Count(p.Stdout.String(), ready)
+}
+
+// alarming is what stderr holds but the lease's warnings: on a busy
+// machine a life may miss a renewal, say so, and lead again, which is
+// what the agent should say then, and what Serve's count of shells
+// allows for.
+func alarming(stderr string) string {
+	var out []string
+	for line := range strings.Lines(stderr) {
+		if !strings.Contains(line, "pgledger: lease") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
 }
 
 // PostgresEnv names the variable pointing the tests at a PostgreSQL.
