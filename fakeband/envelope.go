@@ -40,7 +40,7 @@ func writeReply(w http.ResponseWriter, rep reply, reqID string) {
 	case rep.data == nil:
 		w.WriteHeader(rep.status)
 	default:
-		if m, ok := rep.data.(markJSON); ok && rep.meta == nil && !rep.deprecated && writePlainMark(w, rep.status, m) {
+		if rep.meta == nil && !rep.deprecated && writeData(w, rep.status, rep.data) {
 			return
 		}
 		body := successBody{Data: rep.data, Metadata: rep.meta}
@@ -96,12 +96,12 @@ func codeForStatus(status int) string {
 	return "internal_server_error"
 }
 
-// writeJSON renders v; the values are the fake's own structs, so encoding
-// cannot fail, and a failed write means the client has gone.
 // jsonContentType is every JSON answer's Content-Type, shared: a header
 // value is only read, and an append to it copies (its capacity is one).
 var jsonContentType = []string{"application/json"}
 
+// writeJSON renders v; the values are the fake's own structs, so encoding
+// cannot fail, and a failed write means the client has gone.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	j := jsonWriters.Get().(*jsonWriter)
 	defer j.put()
@@ -109,39 +109,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	j.write(w, status)
 }
 
-// writePlainMark writes a mark's answer byte for byte as writeJSON would,
-// without reflection, when its strings need no escaping; it reports
-// whether it did. Marks are two of a message's four answers.
-func writePlainMark(w http.ResponseWriter, status int, m markJSON) bool {
-	if !plainJSON(m.ID) || !plainJSON(m.Status) {
-		return false
-	}
+// writeData writes {"data":v} without reflection for the shapes
+// appendData knows, and reports whether it did.
+func writeData(w http.ResponseWriter, status int, v any) bool {
 	j := jsonWriters.Get().(*jsonWriter)
 	defer j.put()
-	b := append(j.buf.AvailableBuffer(), `{"data":{"id":"`...)
-	b = append(b, m.ID...)
-	b = append(b, `","status":"`...)
-	b = append(b, m.Status...)
-	b = append(b, `","attempt_number":`...)
-	b = strconv.AppendInt(b, int64(m.AttemptNumber), 10)
-	b = append(b, `,"success":`...)
-	b = strconv.AppendBool(b, m.Success)
-	b = append(b, "}}\n"...)
-	j.buf.Write(b)
-	j.write(w, status)
-	return true
-}
-
-// plainJSON reports whether encoding/json's encoder writes s as it is
-// between quotes: printable ASCII but the quote, the backslash and the
-// three characters it escapes for HTML.
-func plainJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
+	b, ok := appendData(j.buf.AvailableBuffer(), v)
+	if !ok {
+		return false
 	}
+	j.buf.Write(append(b, '\n'))
+	j.write(w, status)
 	return true
 }
 

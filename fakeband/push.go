@@ -20,8 +20,8 @@ func (b *Band) pushLocked(agentID, topic, event string, payload any) {
 			continue
 		}
 		if data == nil {
-			var err error
-			if data, err = json.Marshal(payload); err != nil {
+			data = marshalPayload(payload)
+			if data == nil {
 				return
 			}
 		}
@@ -31,6 +31,21 @@ func (b *Band) pushLocked(agentID, topic, event string, payload any) {
 		}
 		b.enqueuePushLocked(c, event, frame)
 	}
+}
+
+// marshalPayload is payload's JSON, nil if it has none: a message
+// without reflection (appendMessage), anything else by encoding/json.
+func marshalPayload(payload any) []byte {
+	if m, ok := payload.(chatMessageJSON); ok {
+		if data, ok := appendMessage(nil, &m); ok {
+			return data
+		}
+	}
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return nil
+	}
+	return data
 }
 
 type roomAddedJSON struct {
