@@ -56,6 +56,115 @@ func Decode(data []byte) (Frame, error) {
 	if len(data) > MaxFrameSize {
 		return Frame{}, fmt.Errorf("%w: %d bytes exceeds %d", ErrBadFrame, len(data), MaxFrameSize)
 	}
+	if f, ok := decodePlain(data); ok {
+		return f, nil
+	}
+	return decodeJSON(data)
+}
+
+// decodePlain reads the frames peers send, without reflection: refs null,
+// plain strings or runs of digits, a plain topic and event (printable
+// ASCII without a quote, a backslash or <, > and &), and a payload that
+// is one JSON value. It decodes them as decodeJSON
+// does (FuzzDecodePlainAgreesWithJSON) and declines (false) anything
+// else, which decodeJSON then reads or refuses.
+func decodePlain(data []byte) (Frame, bool) {
+	var f Frame
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return f, false
+	}
+	var fields [4]string
+	for n := range fields {
+		i = skipSpace(data, i+1)
+		start, end, quoted, ok := plainToken(data, i)
+		if !ok {
+			return f, false
+		}
+		switch {
+		case quoted:
+			fields[n] = string(data[start:end])
+		case n >= 2: // a topic and an event are strings
+			return f, false
+		case string(data[start:end]) != "null":
+			fields[n] = string(data[start:end])
+		}
+		if quoted {
+			end++
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ',' {
+			return f, false
+		}
+	}
+	if fields[2] == "" || fields[3] == "" {
+		return f, false
+	}
+	last := len(data) - 1
+	for last > i && isSpace(data[last]) {
+		last--
+	}
+	if data[last] != ']' {
+		return f, false
+	}
+	first := skipSpace(data, i+1)
+	end := last
+	for end > first && isSpace(data[end-1]) {
+		end--
+	}
+	payload := data[first:end]
+	if !json.Valid(payload) {
+		return f, false
+	}
+	f.JoinRef, f.Ref, f.Topic, f.Event = fields[0], fields[1], fields[2], fields[3]
+	f.Payload = bytes.Clone(payload)
+	return f, true
+}
+
+// plainToken finds the token at data[i]: a plain string, whose contents
+// are data[start:end] and whose closing quote is data[end], or null or a
+// run of digits, data[start:end]. ok is false for anything else.
+func plainToken(data []byte, i int) (start, end int, quoted, ok bool) {
+	if i >= len(data) {
+		return 0, 0, false, false
+	}
+	if data[i] == '"' {
+		for j := i + 1; j < len(data); j++ {
+			switch c := data[j]; {
+			case c == '"':
+				return i + 1, j, true, true
+			case c < 0x20 || c >= 0x7f, c == '\\', c == '<', c == '>', c == '&':
+				return 0, 0, false, false
+			}
+		}
+		return 0, 0, false, false
+	}
+	if len(data)-i >= 4 && string(data[i:i+4]) == "null" {
+		return i, i + 4, false, true
+	}
+	j := i
+	for j < len(data) && data[j] >= '0' && data[j] <= '9' {
+		j++
+	}
+	// JSON writes no leading zero but for 0 itself.
+	if j == i || (data[i] == '0' && j-i > 1) {
+		return 0, 0, false, false
+	}
+	return i, j, false, true
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	return i
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// decodeJSON decodes a frame with encoding/json: any frame decodePlain
+// declines, and the errors.
+func decodeJSON(data []byte) (Frame, error) {
 	var parts []json.RawMessage
 	if err := json.Unmarshal(data, &parts); err != nil {
 		return Frame{}, fmt.Errorf("%w: %v", ErrBadFrame, err)

@@ -1,0 +1,46 @@
+package phoenix
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// FuzzDecodePlainAgreesWithJSON: a frame the plain reader takes is one
+// encoding/json reads alike.
+func FuzzDecodePlainAgreesWithJSON(f *testing.F) {
+	for _, seed := range []string{
+		`["1","1","agent_control:a","phx_join",{}]`,
+		`[null,"2","phoenix","heartbeat",{}]`,
+		` [ "1" , 22 , "chat_room:r" , "phx_reply" , {"status":"ok","response":{}} ] `,
+		`[1,2,"t","e",[1,2,3]]`, `[01,2,"t","e",1]`, `[0,2,"t","e",1]`,
+		`[null,null,"t","e","<&>\u2028"]`, `[null,null,"t","e",1,2]`, `[null,null,"t","e",]`,
+		`[null,null,"t","e",{}]]`, `[null,null,"t","e",[1]`, "[null,null,\"t\",\"e\",{}\u00a0]",
+		`["a\"b",null,"t","e",{}]`, `[null,null,"","e",{}]`, `[nul,null,"t","e",{}]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fast, ok := decodePlain(data)
+		if ok {
+			slow, err := decodeJSON(data)
+			require.NoError(t, err, "the plain reader took %q", data)
+			assert.Equal(t, slow, fast)
+		}
+	})
+}
+
+// The frames Band and phoenix.js send are read without reflection.
+func TestTheFramesPeersSendAreReadPlain(t *testing.T) {
+	for _, frame := range []string{
+		`["3","3","agent_control:a1","phx_join",{}]`,
+		`[null,"7","phoenix","heartbeat",{}]`,
+		`["3","4","chat_room:r1","phx_reply",{"status":"ok","response":{}}]`,
+		`[null,null,"chat_room:r1","message_created",{"id":"m1","content":"<b>hi</b>\n","metadata":{"mentions":[]}}]`,
+		`[1,12,"agent_rooms:a1","room_added",{"id":"r2"}]`,
+	} {
+		_, ok := decodePlain([]byte(frame))
+		assert.True(t, ok, frame)
+	}
+}
