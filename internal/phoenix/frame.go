@@ -65,9 +65,9 @@ func Decode(data []byte) (Frame, error) {
 // decodePlain reads the frames peers send, without reflection: refs null,
 // plain strings or runs of digits, a plain topic and event (printable
 // ASCII without a quote, a backslash or <, > and &), and a payload that
-// is one JSON value. It decodes them as decodeJSON
-// does (FuzzDecodePlainAgreesWithJSON) and declines (false) anything
-// else, which decodeJSON then reads or refuses.
+// is one JSON value. It decodes them as decodeJSON does
+// (FuzzDecodePlainAgreesWithJSON) and declines (false) anything else,
+// which decodeJSON then reads or refuses.
 func decodePlain(data []byte) (Frame, bool) {
 	var f Frame
 	i := skipSpace(data, 0)
