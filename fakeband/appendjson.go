@@ -43,24 +43,13 @@ func appendMessage(b []byte, m *chatMessageJSON) ([]byte, bool) {
 	b = appendField(b, `,"inserted_at":`, m.InsertedAt)
 	b = appendField(b, `,"updated_at":`, m.UpdatedAt)
 	b = append(b, `,"metadata":{"mentions":`...)
-	if meta.Mentions == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, mn := range meta.Mentions {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendField(b, `{"id":`, mn.ID)
-			b = appendField(b, `,"handle":`, mn.Handle)
-			b = appendField(b, `,"name":`, mn.Name)
-			if mn.Kind != "" {
-				b = appendField(b, `,"kind":`, mn.Kind)
-			}
-			b = append(b, '}')
+	b = appendList(b, meta.Mentions, func(b []byte, mn *mentionJSON) []byte {
+		b = appendPerson(b, mn.ID, mn.Handle, mn.Name)
+		if mn.Kind != "" {
+			b = appendField(b, `,"kind":`, mn.Kind)
 		}
-		b = append(b, ']')
-	}
+		return append(b, '}')
+	})
 	return append(b, "}}"...), true
 }
 
@@ -69,22 +58,34 @@ func appendPosted(b []byte, p *postedJSON) []byte {
 	b = append(b, `,"success":`...)
 	b = strconv.AppendBool(b, p.Success)
 	b = append(b, `,"recipients":`...)
-	if p.Recipients == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, r := range p.Recipients {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendField(b, `{"id":`, r.ID)
-			b = appendField(b, `,"handle":`, r.Handle)
-			b = appendField(b, `,"name":`, r.Name)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
+	b = appendList(b, p.Recipients, func(b []byte, r *recipientJSON) []byte {
+		return append(appendPerson(b, r.ID, r.Handle, r.Name), '}')
+	})
 	return append(b, '}')
+}
+
+// appendList appends items as a JSON array, each by item; nil is null,
+// as encoding/json writes a nil slice.
+func appendList[T any](b []byte, items []T, item func([]byte, *T) []byte) []byte {
+	if items == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = item(b, &items[i])
+	}
+	return append(b, ']')
+}
+
+// appendPerson opens an object with a participant's id, handle and name;
+// the caller closes it.
+func appendPerson(b []byte, id, handle, name string) []byte {
+	b = appendField(b, `{"id":`, id)
+	b = appendField(b, `,"handle":`, handle)
+	return appendField(b, `,"name":`, name)
 }
 
 func appendMark(b []byte, m *markJSON) []byte {
