@@ -163,12 +163,12 @@ type Config struct {
 	// MaxConcurrentRooms caps how many rooms run a round (ask /next,
 	// handle a message, carry it to its outcome) at once; a room with
 	// nothing to do costs no goroutine, and a round waiting on a slow
-	// handler costs its
-	// goroutine and what the handler holds (docs/performance.md). The
-	// requests of all rounds together are bounded by MaxRequestsInFlight
-	// whatever this is. Set it lower when the Handler calls a service with
-	// a concurrency limit of its own, such as a model API allowing so many
-	// calls at once. Zero means DefaultMaxConcurrentRooms.
+	// handler costs its goroutine and what the handler holds, about
+	// 13 KB (docs/performance.md). The requests of all rounds together
+	// are bounded by MaxRequestsInFlight whatever this is. Set it lower
+	// when the Handler calls a service with a concurrency limit of its
+	// own, such as a model API allowing so many calls at once. Zero means
+	// DefaultMaxConcurrentRooms.
 	MaxConcurrentRooms int
 
 	// MaxRequestsInFlight caps the shell's REST requests in flight, from
