@@ -28,9 +28,13 @@ type room struct {
 	guard  guardIndex
 	fetch  context.Context         // ends when Run stops fetching or the agent leaves the room
 	leave  context.CancelCauseFunc // ends fetch when the agent leaves the room
-	sched  roomSched               // the scheduler's, owned by its dispatcher
-	q      *scheduler              // the scheduler that runs it
-	slot   bool                    // its round holds one of q's slots (talking to Band, not in its handler)
+	// rejoined: the agent was added back to the room after leaving it,
+	// while this room still ran; it is served afresh once it ends.
+	// Guarded by the shell's mu.
+	rejoined bool
+	sched    roomSched  // the scheduler's, owned by its dispatcher
+	q        *scheduler // the scheduler that runs it
+	slot     bool       // its round holds one of q's slots (talking to Band, not in its handler)
 
 	// failures counts handler failures per message, the budget against
 	// MaxAttempts. Control aborts and crashes are never charged.

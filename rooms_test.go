@@ -76,6 +76,53 @@ func TestARoomWhosePushWasLostIsFoundByListing(t *testing.T) {
 	}
 }
 
+// A room the agent joins after the shell listed its rooms at start-up,
+// but before its agent_rooms topic is joined, was announced to nobody: the
+// answered join lists the rooms again, so the room is served at once, not
+// at the next periodic listing.
+func TestARoomJoinedWhileTheShellStartsIsServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, 0)
+		var fresh fakeband.Room
+		var id string
+		r.tap.beforeJoin = func(topic string) {
+			if topic == "agent_rooms:"+r.agent.ID && id == "" {
+				fresh = r.band.AddRoom("joined during start-up", r.human, r.agent.ID)
+				id = r.say(fresh, "hello from the room joined during start-up")
+			}
+		}
+		stop := r.run(nil)
+		time.Sleep(10 * time.Second)
+		require.NoError(t, stop())
+		require.NotEmpty(t, id)
+		assert.Equal(t, 1, r.repliesTo(fresh, bandonce.DefaultKey(id)), "served within seconds of the join")
+	})
+}
+
+// The agent leaves a room and is added back while a round there still
+// runs: the room is served again once that round ends, instead of being
+// forgotten with it until the next periodic listing.
+func TestARoomLeftAndJoinedAgainWhileBusyIsServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, 5*time.Second)
+		room := r.rooms[0]
+		first := r.say(room, "keeps the handler busy")
+		stop := r.run(nil)
+		require.Equal(t, 1, r.h.busy(), "the first message's handler runs")
+		require.NoError(t, r.band.RemoveParticipant(room.ID, r.agent.ID))
+		synctest.Wait()
+		require.NoError(t, r.band.AddParticipant(room.ID, r.agent.ID))
+		synctest.Wait()
+		time.Sleep(10 * time.Second) // the busy round has ended
+		second := r.say(room, "said after the agent was added back")
+		time.Sleep(30 * time.Second)
+		require.NoError(t, stop())
+		assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(first)), "the busy turn ended once")
+		assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(second)), "the room is served again")
+		assert.False(t, r.logs.has(0, "found a room the agent had joined unannounced"), "served without waiting for a listing")
+	})
+}
+
 // A message said while the room's topic is being joined is pushed to
 // nobody. Once Band accepts the join the shell looks at /next, rather than
 // leaving it to a resync that the idle budget may put off for long.

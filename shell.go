@@ -244,7 +244,13 @@ func (s *Shell) addRoom(id string) bool {
 func (s *Shell) startRoom(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.rooms[id]; ok || s.run.fetch == nil || s.run.fetch.Err() != nil {
+	if s.run.fetch == nil || s.run.fetch.Err() != nil {
+		return false
+	}
+	if old, ok := s.rooms[id]; ok {
+		// A room the agent left still runs until its round ends; back in
+		// it now, the agent is served again once that room is gone.
+		old.rejoined = errors.Is(context.Cause(old.fetch), errRoomRemoved)
 		return false
 	}
 	r := newRoom(s, s.sched, id)
@@ -277,9 +283,12 @@ var errRoomRemoved = errors.New("bandonce: agent removed from the room")
 func (s *Shell) removeRoom(id string) {
 	s.mu.Lock()
 	r := s.rooms[id]
+	if r != nil {
+		r.rejoined = false
+		r.leave(errRoomRemoved)
+	}
 	s.mu.Unlock()
 	if r != nil {
-		r.leave(errRoomRemoved)
 		r.ctl.poke() // so the scheduler lets it go now
 	}
 }
@@ -290,6 +299,7 @@ func (s *Shell) roomEnded(r *room) {
 	r.oneShot(func(d *drainTracker) { d.gone(r) })
 	s.mu.Lock()
 	ours := s.rooms[r.id] == r
+	rejoined := ours && r.rejoined
 	if ours {
 		delete(s.rooms, r.id)
 		if s.sock != nil {
@@ -299,6 +309,9 @@ func (s *Shell) roomEnded(r *room) {
 	s.mu.Unlock()
 	if ours {
 		s.roomEvent(r.id, false)
+	}
+	if rejoined {
+		s.addRoom(r.id)
 	}
 }
 

@@ -29,12 +29,7 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 		OnConnected: func() {
 			s.socketUp.Store(true)
 			s.socketEvent(true, nil)
-			reconnected := true
-			once.Do(func() { reconnected = false; close(connected) })
-			if reconnected {
-				// room_added pushes sent while the socket was down are lost.
-				s.relistRooms()
-			}
+			once.Do(func() { close(connected) })
 		},
 		OnDisconnected: func(err error) {
 			s.socketUp.Store(false)
@@ -44,11 +39,11 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 			}
 			s.log.Info("bandonce: socket disconnected; polling until it is back", "err", err)
 		},
-		// Pushes sent before a room's topic was joined (or while the
-		// socket was down: every topic is joined again on a reconnect)
-		// reached nobody, so once its join is answered the room looks at
-		// /next, a stopped room as a probe, since a play may be among
-		// them.
+		// Pushes sent before a topic was joined (or while the socket was
+		// down, or its channel crashed: the topic is joined again) reached
+		// nobody, so once its join is answered a room looks at /next, a
+		// stopped room as a probe, since a play may be among them, and
+		// the agent's rooms are listed again.
 		OnJoined: s.catchUp,
 		OnJoinError: func(topic string, response json.RawMessage) {
 			s.catchUp(topic)
@@ -87,8 +82,16 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 	return connected
 }
 
-// catchUp has the room of a chat_room topic look at /next now.
+// catchUp makes up for the pushes a topic missed before its join was
+// answered: the room of a chat_room topic looks at /next now, and the
+// agent's rooms are listed again for agent_rooms, whose first join comes
+// after start's listing, so a room the agent joined between the two is
+// found now rather than at the next periodic listing.
 func (s *Shell) catchUp(topic string) {
+	if strings.HasPrefix(topic, "agent_rooms:") {
+		s.relistRooms()
+		return
+	}
 	id, ok := strings.CutPrefix(topic, "chat_room:")
 	if !ok {
 		return
