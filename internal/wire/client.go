@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -56,9 +57,15 @@ type Client struct {
 }
 
 // SetMaxBodyBytes sets the cap on a response body: an answer past it is
-// not read whole but becomes a *TooLargeError. n <= 0 means MaxBodyBytes.
-// Call it before the Client is used.
-func (c *Client) SetMaxBodyBytes(n int) { c.maxBody = max(n, 0) }
+// not read whole but becomes a *TooLargeError. n <= 0 means MaxBodyBytes;
+// a cap above MaxBodyCap (math.MaxInt, say, for "no cap") means
+// MaxBodyCap. Call it before the Client is used.
+func (c *Client) SetMaxBodyBytes(n int) { c.maxBody = min(max(n, 0), MaxBodyCap) }
+
+// MaxBodyCap is the largest cap SetMaxBodyBytes keeps: far past any
+// memory, and small enough that reading on past it (overread times the
+// cap, and a byte) cannot overflow an int.
+const MaxBodyCap = math.MaxInt/overread - 1
 
 func (c *Client) bodyLimit() int {
 	if c.maxBody > 0 {

@@ -3,6 +3,8 @@ package wire
 import (
 	"cmp"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -189,6 +191,26 @@ func TestAFarTooLargeAnswerIsNotReadToItsEnd(t *testing.T) {
 	require.ErrorAs(t, err, &big)
 	assert.Equal(t, int64(len(body)), big.Size, "from Content-Length")
 	assert.Nil(t, big.Message, "the ids came after what was read")
+}
+
+// A cap of math.MaxInt, a caller's way to say "no cap", is kept as
+// MaxBodyCap, so reading an answer of unknown length on past the cap
+// cannot overflow: the answer is read, not a panic.
+func TestTheLargestCapReadsAnAnswerOfUnknownLength(t *testing.T) {
+	c := NewClient(testBase, testKey, unknownLength(`{"data":{"id":"a1","name":"A","handle":"o/a","type":"Agent"}}`))
+	c.SetMaxBodyBytes(math.MaxInt)
+	me, err := c.Me(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, "a1", me.ID)
+}
+
+// unknownLength answers every request 200 with body, its length not
+// declared, as a chunked answer comes.
+type unknownLength string
+
+func (b unknownLength) Do(req *http.Request, _ string, _ bool) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, ContentLength: -1,
+		Body: io.NopCloser(strings.NewReader(string(b))), Request: req}, nil
 }
 
 // Paging: a page-numbered listing whose server ignores the page number
