@@ -144,10 +144,7 @@ func (c *Client) MemoriesPage(ctx context.Context, f MemoryFilter, cursor string
 			return nil, "", ans.Protocol("memory has no id")
 		}
 	}
-	var meta struct {
-		HasMore    bool    `json:"has_more"`
-		NextCursor *string `json:"next_cursor"`
-	}
+	var meta cursorMeta
 	// Band documents the cursor fields in "meta" and "metadata" alike.
 	if err := ans.Meta("meta", &meta); err != nil {
 		return nil, "", err
@@ -155,8 +152,8 @@ func (c *Client) MemoriesPage(ctx context.Context, f MemoryFilter, cursor string
 	if err := ans.Metadata(&meta); err != nil {
 		return nil, "", err
 	}
-	if meta.HasMore && meta.NextCursor != nil && *meta.NextCursor != "" {
-		next = *meta.NextCursor
+	if next, err = meta.next(ans); err != nil {
+		return nil, "", err
 	}
 	return items, next, nil
 }

@@ -128,3 +128,25 @@ func TestAListingThatEndsIsReadWhole(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, contacts, 3)
 }
+
+// A page that says more follow but names no cursor cannot be followed:
+// the listing ends with an error that says so, not as though it were whole.
+func TestAListingWhosePageNamesNoCursorIsAnError(t *testing.T) {
+	for _, meta := range []map[string]any{
+		{"has_more": true},
+		{"has_more": true, "next_cursor": ""},
+		{"has_more": true, "next_cursor": nil},
+	} {
+		t.Run(fmt.Sprint(meta), func(t *testing.T) {
+			c, n, _ := hostile(t, func(n int, _ *http.Request) (any, map[string]any) {
+				return memory(fmt.Sprint("m", n)), meta
+			})
+			_, err := c.Memories(t.Context(), band.MemoryFilter{})
+			require.ErrorContains(t, err, "has_more without next_cursor")
+			assert.Equal(t, int64(1), n.Load(), "no page asked past it")
+
+			_, err = c.Tasks(t.Context(), "r1", "")
+			require.ErrorContains(t, err, "has_more without next_cursor")
+		})
+	}
+}

@@ -217,20 +217,18 @@ func (c *Client) pages(ctx context.Context, endpoint, path, template, chatID str
 		if err := page(ans); err != nil {
 			return err
 		}
-		var meta struct {
-			HasMore    bool    `json:"has_more"`
-			NextCursor *string `json:"next_cursor"`
-		}
+		var meta cursorMeta
 		if err := ans.Metadata(&meta); err != nil {
 			return err
 		}
-		if !meta.HasMore || meta.NextCursor == nil || *meta.NextCursor == "" {
-			return nil
-		}
-		if err := p.Advance(*meta.NextCursor); err != nil {
+		next, err := meta.next(ans)
+		if err != nil || next == "" {
 			return err
 		}
-		cursor = *meta.NextCursor
+		if err := p.Advance(next); err != nil {
+			return err
+		}
+		cursor = next
 	}
 }
 
