@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/cmdlog"
 	"github.com/band-once/bandonce/internal/procgroup"
 )
 
@@ -157,12 +158,12 @@ func (c *Command) run(ctx context.Context, m *bandonce.Message, key string, exe 
 	outDone := make(chan struct{})
 	go func() {
 		defer close(outDone)
-		stdout, tooLong, _ = readReply(p.outR, MaxReply)
+		stdout, tooLong, _ = cmdlog.ReadReply(p.outR, MaxReply)
 	}()
 	errDone := make(chan struct{})
 	go func() {
 		defer close(errDone)
-		_ = readLines(p.errR, MaxLogLine, func(line []byte, cut int) {
+		_ = cmdlog.ReadLines(p.errR, cmdlog.MaxLine, func(line []byte, cut int) {
 			// The command's stderr goes to the log, line by line,
 			// prefixed with the message it was working on.
 			if cut == 0 {

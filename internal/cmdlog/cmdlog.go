@@ -1,7 +1,10 @@
 // Package cmdlog is the one log format of the project's commands
 // (bandonce, fakeband): log/slog's text records on stderr, at Info, or at
 // Debug when the user asks for everything, so that a person running both
-// reads one kind of line.
+// reads one kind of line; and the bounded readers of what the commands
+// they run write (ReadLines, ReadReply), which read a pipe to its end
+// whatever it holds, so the writer never blocks and no line grows without
+// bound.
 package cmdlog
 
 import (

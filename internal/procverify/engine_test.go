@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/band-once/bandonce/internal/cmdlog"
 )
 
 // newTestSim is a schedule's sim whose agent is command, not started.
@@ -236,6 +238,23 @@ func TestTheAgentsOutputKeptIsBounded(t *testing.T) {
 	assert.Equal(t, "line 99", lines[len(lines)-1])
 	assert.Len(t, echoed, 100)
 	assert.Equal(t, "[life 1] line 0", echoed[0])
+}
+
+// A line longer than cmdlog.MaxLine (8 MiB, no newline, as a runaway
+// agent writes) is kept cut, with how much was cut, and the lines after it
+// as usual: the pipe is drained and no line is held whole.
+func TestALongLineOfTheAgentsOutputIsCut(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	o := newOutputTail(nil, "")
+	go o.drain(r)
+	long := bytes.Repeat([]byte("x"), 8<<20)
+	_, err = w.Write(append(long, "\nnext\n"...))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	<-o.done
+	want := strings.Repeat("x", cmdlog.MaxLine) + fmt.Sprintf(" [%d bytes cut]", len(long)-cmdlog.MaxLine)
+	assert.Equal(t, []string{want, "next"}, o.Lines())
 }
 
 // The whole engine against a real process: an unguarded Python poller

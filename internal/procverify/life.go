@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/band-once/bandonce/internal/cmdlog"
 	"github.com/band-once/bandonce/internal/procgroup"
 )
 
@@ -418,28 +419,19 @@ func newOutputTail(echo func(string), prefix string) *outputTail {
 	return &outputTail{echo: echo, prefix: prefix, done: make(chan struct{})}
 }
 
+// drain reads the life's output to its end, each line cut to
+// cmdlog.MaxLine (with how much was cut), so that no line the agent
+// writes is held whole or blocks it on a full pipe.
 func (o *outputTail) drain(r *os.File) {
 	defer close(o.done)
 	defer r.Close()
-	buf := make([]byte, 4096)
-	var partial string
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			text := partial + string(buf[:n])
-			parts := strings.Split(text, "\n")
-			partial = parts[len(parts)-1]
-			for _, line := range parts[:len(parts)-1] {
-				o.add(line)
-			}
-		}
-		if err != nil {
-			if partial != "" {
-				o.add(partial)
-			}
+	_ = cmdlog.ReadLines(r, cmdlog.MaxLine, func(line []byte, cut int) {
+		if cut > 0 {
+			o.add(fmt.Sprintf("%s [%d bytes cut]", line, cut))
 			return
 		}
-	}
+		o.add(string(line))
+	})
 }
 
 func (o *outputTail) add(line string) {

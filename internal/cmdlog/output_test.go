@@ -1,4 +1,4 @@
-package bridge
+package cmdlog
 
 import (
 	"bytes"
@@ -35,11 +35,11 @@ func TestReadLinesCutsALongLineAndReadsOn(t *testing.T) {
 	assert.Zero(t, r.Len(), "everything was read")
 }
 
-// readReply keeps the first max bytes, says there were more, and reads
+// ReadReply keeps the first max bytes, says there were more, and reads
 // the rest.
 func TestReadReplyKeepsTheLimitAndDrainsTheRest(t *testing.T) {
 	r := strings.NewReader(strings.Repeat("z", 100))
-	data, over, err := readReply(r, 10)
+	data, over, err := ReadReply(r, 10)
 	require.NoError(t, err)
 	assert.Equal(t, strings.Repeat("z", 10), string(data))
 	assert.True(t, over)
@@ -114,7 +114,7 @@ func FuzzReadingACommandsOutput(f *testing.F) {
 		require.Empty(t, r.data, "stderr was read to its end")
 
 		r = &chunked{data: out, sizes: sizes}
-		data, over, err := readReply(r, limit)
+		data, over, err := ReadReply(r, limit)
 		require.NoError(t, err)
 		require.Equal(t, string(out[:min(limit, len(out))]), string(data))
 		require.Equal(t, len(out) > limit, over)

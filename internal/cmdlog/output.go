@@ -1,4 +1,4 @@
-package bridge
+package cmdlog
 
 import (
 	"bufio"
@@ -6,24 +6,24 @@ import (
 	"io"
 )
 
-// MaxLogLine bounds one line of a command's stderr in the log. The rest
-// of a longer line is read and dropped, and the log says how many bytes
-// were cut.
-const MaxLogLine = 64 << 10
+// MaxLine bounds one line of another process's output that a command
+// logs or keeps. The rest of a longer line is read and dropped, and the
+// log says how many bytes were cut.
+const MaxLine = 64 << 10
 
 // readBuffer is how much of a line is read at once.
 const readBuffer = 32 << 10
 
-// readLines reads r to its end, calling emit for every line without its
+// ReadLines reads r to its end, calling emit for every line without its
 // newline (and a carriage return before it), cut to max bytes; cut is how
 // many bytes of the line were dropped. It never stops reading before r
 // ends or fails, however long a line is, so the writer can never block on
 // a full pipe. It returns r's error, nil at EOF.
-func readLines(r io.Reader, max int, emit func(line []byte, cut int)) error {
+func ReadLines(r io.Reader, max int, emit func(line []byte, cut int)) error {
 	return readLinesSized(r, max, readBuffer, emit)
 }
 
-// readLinesSized is readLines reading up to size bytes at once.
+// readLinesSized is ReadLines reading up to size bytes at once.
 func readLinesSized(r io.Reader, max, size int, emit func(line []byte, cut int)) error {
 	br := bufio.NewReaderSize(r, size)
 	var line []byte
@@ -62,10 +62,10 @@ func readLinesSized(r io.Reader, max, size int, emit func(line []byte, cut int))
 	}
 }
 
-// readReply reads r to its end and returns its first max bytes; over
+// ReadReply reads r to its end and returns its first max bytes; over
 // says it held more. What follows max is read and dropped, so the writer
 // never blocks on a full pipe.
-func readReply(r io.Reader, max int) (data []byte, over bool, err error) {
+func ReadReply(r io.Reader, max int) (data []byte, over bool, err error) {
 	data, err = io.ReadAll(io.LimitReader(r, int64(max)+1))
 	if len(data) > max {
 		data, over = data[:max], true
