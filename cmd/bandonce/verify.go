@@ -65,6 +65,19 @@ func parseVerify(args []string, stderr io.Writer) (verifyOptions, error) {
 	if o.cfg.Schedules < 1 {
 		return o, errors.New("-schedules must be at least 1")
 	}
+	for name, d := range map[string]time.Duration{"-grace": o.cfg.Grace, "-connect-timeout": o.cfg.ConnectTimeout, "-quiet": o.cfg.Quiet} {
+		if d <= 0 {
+			return o, fmt.Errorf("%s must be positive, not %v", name, d)
+		}
+	}
+	switch {
+	case o.cfg.Parallel < 0:
+		return o, errors.New("-parallel must be at least 1, or 0 for the default")
+	case o.cfg.ShrinkBudget < 0:
+		return o, errors.New("-shrink must be 0 (do not shrink) or more")
+	case o.cfg.ShrinkBudget == 0:
+		o.cfg.ShrinkBudget = -1 // procverify's "do not shrink"
+	}
 	switch r := o.cfg.Replicas; {
 	case r == 1 || r < 0 || r > maxReplicas:
 		return o, fmt.Errorf("-replicas must be 0 (one process at a time) or from 2 to %d", maxReplicas)

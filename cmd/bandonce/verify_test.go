@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,6 +149,11 @@ func TestVerifyCannotRunSaysWhy(t *testing.T) {
 		{[]string{"-connect-timeout", "300ms", "--", "sleep", "60"}, "could not run: the agent never connected: no request reached BAND_BASE_URL within 300ms"},
 		{[]string{"--", "sh", "-c", "echo the key is missing >&2; exit 3"}, "could not run: the agent never connected: it ended (exit status 3) before its first request"},
 		{[]string{"-check", "nope", "--", "true"}, `-check: unknown check "nope"`},
+		{[]string{"-grace", "-5s", "--", "true"}, "-grace must be positive, not -5s"},
+		{[]string{"-quiet", "0s", "--", "true"}, "-quiet must be positive, not 0s"},
+		{[]string{"-connect-timeout", "-1s", "--", "true"}, "-connect-timeout must be positive"},
+		{[]string{"-parallel", "-2", "--", "true"}, "-parallel must be at least 1"},
+		{[]string{"-shrink", "-3", "--", "true"}, "-shrink must be 0 (do not shrink) or more"},
 		{nil, "no agent command"},
 	}
 	for _, c := range cases {
@@ -158,6 +164,17 @@ func TestVerifyCannotRunSaysWhy(t *testing.T) {
 	p := start(t, nil, bin, "verify", "--", "sh", "-c", "echo the key is missing >&2; exit 3")
 	p.wait(t, 30*time.Second)
 	assert.Contains(t, p.stderr.String(), "| the key is missing", "the agent's last words are shown")
+}
+
+// -shrink 0 reports the first violation as found, unshrunk, rather than
+// falling back to the default budget.
+func TestVerifyShrinkZeroDoesNotShrink(t *testing.T) {
+	o, err := parseVerify([]string{"-shrink", "0", "--", "true"}, io.Discard)
+	require.NoError(t, err)
+	assert.Negative(t, o.cfg.ShrinkBudget, "procverify's do-not-shrink")
+	o, err = parseVerify([]string{"--", "true"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 48, o.cfg.ShrinkBudget)
 }
 
 // No process of the agent survives a run, whatever ends it: the agent

@@ -53,7 +53,7 @@ type Config struct {
 	// stalled. Zero means DefaultQuiet.
 	Quiet time.Duration
 	// ShrinkBudget bounds the runs spent shrinking the first violation.
-	// Zero means 48.
+	// Zero means 48; below zero, the violation is not shrunk.
 	ShrinkBudget int
 	// ReplayFlags are the flags the replay commands repeat (capabilities,
 	// grace), as typed.
@@ -115,8 +115,11 @@ func (c Config) withDefaults() (*settings, error) {
 	if s.Quiet <= 0 {
 		s.Quiet = DefaultQuiet
 	}
-	if s.ShrinkBudget <= 0 {
+	switch {
+	case s.ShrinkBudget == 0:
 		s.ShrinkBudget = 48
+	case s.ShrinkBudget < 0:
+		s.ShrinkBudget = 0
 	}
 	for _, name := range s.Checks {
 		c, ok := CheckNamed(name)
