@@ -113,13 +113,20 @@ func decodePlain(data []byte) (Frame, bool) {
 		end--
 	}
 	payload := data[first:end]
-	if !json.Valid(payload) {
+	if len(payload) >= 2*maxNesting || !json.Valid(payload) {
+		// A payload nested maxNesting deep is valid alone but not one
+		// level down, in the frame: decodeJSON refuses it. Nesting that
+		// deep takes an opening and a closing bracket a level, so a
+		// shorter payload cannot reach it.
 		return f, false
 	}
 	f.JoinRef, f.Ref, f.Topic, f.Event = fields[0], fields[1], fields[2], fields[3]
 	f.Payload = bytes.Clone(payload)
 	return f, true
 }
+
+// maxNesting is encoding/json's limit on how deep a value nests.
+const maxNesting = 10000
 
 // plainToken finds the token at data[i]: a plain string, whose contents
 // are data[start:end] and whose closing quote is data[end], or null or a

@@ -1,6 +1,7 @@
 package phoenix
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,4 +44,22 @@ func TestTheFramesPeersSendAreReadPlain(t *testing.T) {
 		_, ok := decodePlain([]byte(frame))
 		assert.True(t, ok, frame)
 	}
+}
+
+// A payload at encoding/json's nesting limit is valid alone but not in
+// its frame, one level down: the plain reader declines it, so Decode
+// refuses it as decodeJSON does. One level less is read.
+func TestAPayloadNestedToTheLimitIsRefusedAsByJSON(t *testing.T) {
+	frame := func(depth int) []byte {
+		return []byte(`[null,null,"agent_control:a1","agent.control",` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `]`)
+	}
+	_, err := decodeJSON(frame(maxNesting))
+	require.Error(t, err, "the premise: encoding/json refuses the frame")
+	_, ok := decodePlain(frame(maxNesting))
+	assert.False(t, ok)
+	_, err = Decode(frame(maxNesting))
+	assert.Error(t, err)
+
+	_, err = Decode(frame(maxNesting - 1))
+	assert.NoError(t, err)
 }
