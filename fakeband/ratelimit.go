@@ -10,13 +10,14 @@ import (
 // RateLimit throttles each agent's REST calls with a token bucket, as
 // Band's load balancer throttles a burst of calls (band-api.md §1.4, GH
 // #107): every agent key has a bucket of Burst tokens, refilled at
-// PerSecond; a call finding it empty is answered 429 before anything is
-// applied. Time is the real clock (virtual inside a testing/synctest
+// PerSecond (calls with keys the fake does not know share one bucket); a
+// call finding it empty is answered 429 before anything is applied. Time is the real clock (virtual inside a testing/synctest
 // bubble), not Options.Now, which only stamps records. The socket upgrade
 // and the admin API are never throttled. 429s count in FaultsFired as
 // "<endpoint>/rate_limit".
 type RateLimit struct {
-	// PerSecond is how many calls per second each agent may sustain.
+	// PerSecond is how many calls per second each agent may sustain, at
+	// least one a day.
 	PerSecond float64 `json:"per_second"`
 	// Burst is how many calls an agent may make at once (0 means 1).
 	Burst int `json:"burst,omitempty"`
@@ -32,11 +33,17 @@ func (l RateLimit) validate() error {
 	switch {
 	case math.IsNaN(l.PerSecond) || math.IsInf(l.PerSecond, 0) || l.PerSecond <= 0:
 		return fmt.Errorf("%w: rate_limit.per_second %v is not a positive number", ErrBadFault, l.PerSecond)
+	case l.PerSecond < minPerSecond:
+		return fmt.Errorf("%w: rate_limit.per_second %v is below one call a day (%v)", ErrBadFault, l.PerSecond, minPerSecond)
 	case l.Burst < 0:
 		return fmt.Errorf("%w: rate_limit.burst %d is negative", ErrBadFault, l.Burst)
 	}
 	return nil
 }
+
+// minPerSecond is the slowest rate a RateLimit takes, one call a day, so
+// that the Retry-After it announces is a day at most.
+const minPerSecond = 1.0 / (24 * 60 * 60)
 
 func (l RateLimit) burst() float64 { return float64(max(l.Burst, 1)) }
 
@@ -76,6 +83,9 @@ func (b *Band) throttleLocked(ep Endpoint, key string) *Fault {
 	l := b.rate.limit
 	if l == nil || !ep.isAgent() {
 		return nil
+	}
+	if b.byKey[key] == nil {
+		key = "" // unknown keys share one bucket: a bucket for each would grow without bound
 	}
 	now := time.Now()
 	bk := b.rate.buckets[key]

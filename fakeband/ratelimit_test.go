@@ -36,6 +36,13 @@ func TestRateLimitThrottlesEachAgent(t *testing.T) {
 		assert.Equal(t, 2, f.b.FaultsFired()["me/rate_limit"])
 		assert.Equal(t, 6, f.b.Requests()[fakeband.EndpointMe], "throttled calls are counted")
 
+		// Keys the fake does not know share one bucket, so a stream of
+		// made-up keys costs one bucket, not one each.
+		assert.Equal(t, 401, me("bogus-1").status)
+		assert.Equal(t, 401, me("bogus-2").status)
+		assert.Equal(t, 429, me("bogus-3").status, "the unknown keys' one bucket is empty")
+		assert.Equal(t, 200, me(other.Key).status, "an agent's bucket is not theirs")
+
 		f.b.ClearFaults()
 		assert.Equal(t, 200, me(f.bot.Key).status, "ClearFaults lifts the limit")
 	})
@@ -85,4 +92,6 @@ func TestRateLimitInPlansScenariosAndTheAdminAPI(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, &fakeband.RateLimit{PerSecond: 2}, scn.Faults.RateLimit)
 	assert.Error(t, f.b.SetRateLimit(&fakeband.RateLimit{PerSecond: 1, Burst: -1}))
+	// Slower than a call a day, the Retry-After would be past any clock.
+	assert.ErrorContains(t, f.b.SetRateLimit(&fakeband.RateLimit{PerSecond: 1e-300, RetryAfter: true}), "below one call a day")
 }
