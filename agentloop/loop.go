@@ -171,6 +171,9 @@ func (l *Loop) toolCall(ctx context.Context, m *bandonce.Message, loop string, n
 	if err := json.Unmarshal(args, &obj); err != nil {
 		return "the arguments are not a JSON object: " + err.Error(), true, nil
 	}
+	if obj == nil { // null, which unmarshals into a map without an error
+		return "the arguments are not a JSON object: null", true, nil
+	}
 	key := bandonce.DefaultKey(m.ID) + ":" + stepName(loop, "tool", n, i)
 	call := Call{Msg: m, Arguments: args, Key: key}
 	if t.Journal == Guarded {

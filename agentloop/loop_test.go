@@ -182,7 +182,7 @@ func TestAResponseTooLargeToRecordRunsNoneOfItsTools(t *testing.T) {
 func TestTheModelsMistakesAreResultsItReads(t *testing.T) {
 	w := newWorld(t)
 	m := &script{steps: []agentloop.Response{
-		{ToolCalls: []agentloop.ToolCall{call("nope", `{}`), call("lookup", `[1]`), call("picky", `{}`)}},
+		{ToolCalls: []agentloop.ToolCall{call("nope", `{}`), call("lookup", `[1]`), call("lookup", `null`), call("picky", `{}`)}},
 		{Text: "sorry"},
 	}}
 	var e effects
@@ -197,8 +197,8 @@ func TestTheModelsMistakesAreResultsItReads(t *testing.T) {
 	m.mu.Lock()
 	last := m.seen[len(m.seen)-1].Turns
 	m.mu.Unlock()
-	results := last[len(last)-3:]
-	for i, want := range []string{`no tool is named "nope"`, "not a JSON object", "order-9 does not exist"} {
+	results := last[len(last)-4:]
+	for i, want := range []string{`no tool is named "nope"`, "not a JSON object", "not a JSON object: null", "order-9 does not exist"} {
 		if !results[i].IsError || !strings.Contains(results[i].Text, want) || results[i].ToolCallID == "" {
 			t.Errorf("result %d: %+v, want an error naming %q, paired with the model's id", i, results[i], want)
 		}
