@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -70,14 +71,14 @@ func deadLettersMain(ctx context.Context, args []string, environ []string, stdou
 		fmt.Fprintln(stderr, "bandonce deadletters replay: give -message ID or -all")
 		return exitCannot
 	}
-	key := getenv("BAND_API_KEY")
-	if key == "" {
-		fmt.Fprintln(stderr, "bandonce deadletters: BAND_API_KEY is not set: export the agent's API key")
+	cfg, err := envConfig(getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "bandonce deadletters:", err)
 		return exitCannot
 	}
-	secret := keyguard.New(key)
+	secret := keyguard.New(cfg.APIKey)
 	logger := keyguard.Logger(cmdlog.New(stderr, false), secret)
-	ledger, err := openRunLedger(ctx, *path, key, getenv, logger)
+	ledger, err := openRunLedger(ctx, *path, cfg, logger)
 	if err != nil {
 		fmt.Fprintln(stderr, "bandonce deadletters:", err)
 		return exitFailed
@@ -98,9 +99,8 @@ func deadLettersMain(ctx context.Context, args []string, environ []string, stdou
 		fmt.Fprintln(stderr, "bandonce deadletters:", err)
 		return exitCannot
 	}
-	shell, err := bandonce.New(bandonce.Config{
-		APIKey: key, BaseURL: baseURL(getenv), Handler: cmd.Handle, Logger: logger, Ledger: ledger, DisableSocket: true,
-	})
+	cfg.Handler, cfg.Logger, cfg.Ledger, cfg.DisableSocket = cmd.Handle, logger, ledger, true
+	shell, err := bandonce.New(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "bandonce deadletters:", err)
 		return exitCannot
@@ -133,8 +133,8 @@ func deadLettersMain(ctx context.Context, args []string, environ []string, stdou
 
 // openRunLedger opens bandonce run's ledger file for the agent the key
 // belongs to.
-func openRunLedger(ctx context.Context, path, key string, getenv func(string) string, logger *slog.Logger) (*boltledger.Ledger, error) {
-	client, err := band.New(band.Config{APIKey: key, BaseURL: baseURL(getenv), Logger: logger})
+func openRunLedger(ctx context.Context, path string, cfg bandonce.Config, logger *slog.Logger) (*boltledger.Ledger, error) {
+	client, err := band.New(band.Config{APIKey: cfg.APIKey, BaseURL: cmp.Or(cfg.BaseURL, bandonce.DefaultBaseURL), Logger: logger})
 	if err != nil {
 		return nil, err
 	}

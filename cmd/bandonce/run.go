@@ -98,17 +98,16 @@ func commandEnvFlags(fs *flag.FlagSet, env *[]string, passKey *bool) {
 	fs.BoolVar(passKey, "pass-key", false, "give the command the agent's key (BAND_API_KEY) and Band's URLs; RISK: whatever can read it can print it, and a model can be talked into printing it")
 }
 
-// baseURL is the REST root from the environment Band's SDKs and our
-// examples read: BAND_BASE_URL, else BAND_REST_URL (the host) with
-// /api/v1, else Band's own.
-func baseURL(getenv func(string) string) string {
-	if u := getenv("BAND_BASE_URL"); u != "" {
-		return u
+// envConfig is the Shell's configuration from the environment, read as
+// bandonce.ConfigFromEnv reads it (the key, the URLs in Band's SDKs' forms
+// too, the agent id to check, the timeouts), or the line that says why
+// it cannot be.
+func envConfig(getenv func(string) string) (bandonce.Config, error) {
+	cfg, err := bandonce.ConfigFromEnv(getenv)
+	if envErr := (*bandonce.EnvError)(nil); errors.As(err, &envErr) {
+		return cfg, fmt.Errorf("%s: %s", envErr.Var, envErr.Reason)
 	}
-	if u := getenv("BAND_REST_URL"); u != "" {
-		return strings.TrimRight(u, "/") + "/api/v1"
-	}
-	return bandonce.DefaultBaseURL
+	return cfg, err
 }
 
 // lookup is os.Getenv over environ.
@@ -138,11 +137,12 @@ func runMain(ctx context.Context, args []string, environ []string, stderr io.Wri
 		fmt.Fprintln(stderr, "bandonce run:", err)
 		return exitCannot
 	}
-	key := getenv("BAND_API_KEY")
-	if key == "" {
-		fmt.Fprintln(stderr, "bandonce run: BAND_API_KEY is not set: export the agent's API key")
+	cfg, err := envConfig(getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "bandonce run:", err)
 		return exitCannot
 	}
+	key := cfg.APIKey
 	// The command's stderr is logged too: scrub the key from it, as the
 	// Shell scrubs its own records.
 	secret := keyguard.New(key)
@@ -171,7 +171,7 @@ func runMain(ctx context.Context, args []string, environ []string, stderr io.Wri
 	}
 	var ledger bandonce.Ledger
 	if o.ledger != "" {
-		l, err := openRunLedger(ctx, o.ledger, key, getenv, logger)
+		l, err := openRunLedger(ctx, o.ledger, cfg, logger)
 		if err != nil {
 			fmt.Fprintln(stderr, "bandonce run:", err)
 			return exitCannot
@@ -179,37 +179,16 @@ func runMain(ctx context.Context, args []string, environ []string, stderr io.Wri
 		defer l.Close()
 		ledger = l
 	}
-	var timeouts [2]time.Duration
-	for i, name := range []string{"BANDONCE_REQUEST_TIMEOUT", "BANDONCE_SETTLE_WINDOW"} {
-		v := getenv(name)
-		if v == "" {
-			continue
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			fmt.Fprintf(stderr, "bandonce run: %s: want a positive Go duration such as 30s, not %q\n", name, v)
-			return exitCannot
-		}
-		timeouts[i] = d
-	}
-	shell, err := bandonce.New(bandonce.Config{
-		// Config.RequestTimeout and Config.SettleWindow, as
-		// bandonce.ConfigFromEnv reads them; zero means the defaults.
-		RequestTimeout: timeouts[0],
-		SettleWindow:   timeouts[1],
-		Ledger:         ledger,
-		APIKey:         key,
-		BaseURL:        baseURL(getenv),
-		SocketURL:      getenv("BAND_WS_URL"),
-		Handler:        h.Handle,
-		Logger:         logger,
-		HandlerTimeout: o.timeout,
-		MaxAttempts:    o.attempts,
-		Backoff:        o.backoff,
-		// On shutdown a running command may finish for the grace, then
-		// it is cancelled: SIGTERM, and SIGKILL after the grace more.
-		ShutdownTimeout: o.grace,
-	})
+	cfg.Ledger = ledger
+	cfg.Handler = h.Handle
+	cfg.Logger = logger
+	cfg.HandlerTimeout = o.timeout
+	cfg.MaxAttempts = o.attempts
+	cfg.Backoff = o.backoff
+	// On shutdown a running command may finish for the grace, then it is
+	// cancelled: SIGTERM, and SIGKILL after the grace more.
+	cfg.ShutdownTimeout = o.grace
+	shell, err := bandonce.New(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "bandonce run:", err)
 		return exitCannot

@@ -357,7 +357,38 @@ func TestRunExitCodes(t *testing.T) {
 	}
 	p = start(t, []string{"BAND_API_KEY="}, bin, "run", "--", echo)
 	assert.Equal(t, exitCannot, p.wait(t, 10*time.Second))
-	assert.Contains(t, p.stderr.String(), "BAND_API_KEY is not set")
+	assert.Contains(t, p.stderr.String(), "bandonce run: BAND_API_KEY: not set: export the agent's API key")
+}
+
+// bandonce run reads its environment as bandonce.ConfigFromEnv does: the
+// socket URL in the form Band's TypeScript SDK takes (no /websocket), the
+// agent id checked against the key's, the start-up timeout.
+func TestRunReadsTheEnvironmentAsConfigFromEnv(t *testing.T) {
+	t.Parallel()
+	w := newRunWorld(t)
+	bin := bandonceBin(t)
+	echo := testdata(t, "echo.sh")
+
+	sdkForm := "ws" + strings.TrimPrefix(w.base, "http") + "/socket" // the fake serves /api/v1/socket/websocket
+	p := start(t, w.env("BAND_WS_URL="+sdkForm, "BAND_AGENT_ID="+w.agent.ID), bin, "run", "--", echo)
+	eventually(t, "the socket connected", func() bool {
+		for _, e := range w.band.Events() {
+			if e.Kind == fakeband.EventConnect {
+				return true
+			}
+		}
+		return false
+	})
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, exitOK, p.wait(t, 10*time.Second), p.stderr.String())
+
+	p = start(t, w.env("BAND_AGENT_ID=someone-else"), bin, "run", "--", echo)
+	assert.Equal(t, exitFailed, p.wait(t, 10*time.Second))
+	assert.Contains(t, p.stderr.String(), "belongs to another agent")
+
+	p = start(t, w.env("BANDONCE_START_TIMEOUT=soon"), bin, "run", "--", echo)
+	assert.Equal(t, exitCannot, p.wait(t, 10*time.Second))
+	assert.Contains(t, p.stderr.String(), "bandonce run: BANDONCE_START_TIMEOUT:")
 }
 
 // The acceptance run: bandonce verify grades bandonce run with a
