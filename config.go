@@ -102,7 +102,7 @@ type Config struct {
 	// room waits meanwhile without holding a worker; other rooms, and a
 	// first delivery, wait for nothing.
 	//
-	// Zero means DefaultSettleWindow times RequestTimeout (60 s with the
+	// Zero means SettleWindowFactor times RequestTimeout (60 s with the
 	// default RequestTimeout): a server that answers within the client's
 	// timeout has applied the request by then, and one that keeps working
 	// on a request after its client gave up is cut off by its own
@@ -300,7 +300,7 @@ func (c Config) withDefaults() (settings, error) {
 	s.MaxAttempts = cmp.Or(c.MaxAttempts, defaultMaxAttempts)
 	s.Backoff = c.Backoff.withDefaults()
 	s.RequestTimeout = cmp.Or(c.RequestTimeout, 30*time.Second)
-	s.SettleWindow = cmp.Or(c.SettleWindow, DefaultSettleWindow*s.RequestTimeout)
+	s.SettleWindow = cmp.Or(c.SettleWindow, SettleWindowFactor*s.RequestTimeout)
 	s.PollInterval = cmp.Or(c.PollInterval, 2*time.Second)
 	s.ResyncInterval = cmp.Or(c.ResyncInterval, 60*time.Second)
 	s.MarkTimeout = cmp.Or(c.MarkTimeout, 15*time.Second)

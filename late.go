@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// DefaultSettleWindow is Config.SettleWindow's factor: when SettleWindow
-// is zero it is this many RequestTimeouts.
-const DefaultSettleWindow = 2
+// SettleWindowFactor is how many RequestTimeouts Config.SettleWindow is
+// when it is zero: a count, not a duration.
+const SettleWindowFactor = 2
 
 // lateSends knows, for one Shell, when each send whose outcome is unknown
 // could still land: Band may apply a POST after its sender gave up on it
