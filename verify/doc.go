@@ -108,8 +108,11 @@
 // consumed without a reply), MayPerformNoEffect (a message may be answered
 // without a side effect), NoControlSignals (no socket: interrupt, stop and
 // play, and supersede do not apply), MaxAttempts (the agent's failure
-// budget, per message), KeepsDurableState (a store of its own). An agent that never asks for a socket without declaring
-// NoControlSignals fails, rather than pass the control checks vacuously.
+// budget, per message), KeepsDurableState (a store of its own),
+// DurableLedger (the Shell adapter's ledger kept across a schedule's
+// lives, as a database outlives a crash). An agent that never asks for a
+// socket without declaring NoControlSignals fails, rather than pass the
+// control checks vacuously.
 //
 // # Limits
 //

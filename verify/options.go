@@ -96,9 +96,10 @@ func DurableLedger() Option { return optionFunc(func(c *config) { c.durable = tr
 func NoControlSignals() Option { return optionFunc(func(c *config) { c.noControl = true }) }
 
 // MaxAttempts declares the agent's handler-failure budget: how many failed
-// deliveries a message may take before the agent gives up on it (the
-// Shell's Config.MaxAttempts; default 3). The external system never fails
-// one unit of work that often, so a message given up on is a violation.
+// deliveries a message may take before the agent gives up on it (for a
+// Shell, its Config.MaxAttempts). Without it the verifier assumes 3 (the
+// Shell's own default is 10). The external system never fails one unit
+// of work that often, so a message given up on is a violation.
 func MaxAttempts(n int) Option {
 	return optionFunc(func(c *config) {
 		if n > 0 {
