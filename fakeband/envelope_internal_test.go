@@ -2,6 +2,7 @@ package fakeband
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 )
@@ -76,3 +77,36 @@ func TestAnEventIsLeftToEncodingJSON(t *testing.T) {
 		t.Fatalf("push payload %s, encoding/json %s", got, want)
 	}
 }
+
+// BenchmarkWriteAMessage: a message as /next serves it, written without
+// reflection and by encoding/json (the fallback), for docs/performance.md.
+func BenchmarkWriteAMessage(b *testing.B) {
+	m := chatMessageJSON{ID: "0b2e9c1a-5f3d-4a7b-8c2e-000000000042", Content: "@[[0b2e9c1a-5f3d-4a7b-8c2e-000000000007]] what is the status of order 9?",
+		MessageType: TypeText, SenderID: "0b2e9c1a-5f3d-4a7b-8c2e-000000000003", SenderType: "User", SenderName: "Ada",
+		ChatRoomID: "0b2e9c1a-5f3d-4a7b-8c2e-000000000011", InsertedAt: "2026-12-03T17:00:00.000000Z", UpdatedAt: "2026-12-03T17:00:00.000000Z",
+		Metadata: metadataJSON{Mentions: []mentionJSON{{ID: "0b2e9c1a-5f3d-4a7b-8c2e-000000000007", Handle: "ops/bot", Name: "Bot"}}}}
+	w := &discardWriter{header: http.Header{}}
+	b.Run("plain", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(w.header)
+			if !writeData(w, 200, m) {
+				b.Fatal("not written plain")
+			}
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(w.header)
+			writeJSON(w, 200, successBody{Data: m})
+		}
+	})
+}
+
+// discardWriter is a ResponseWriter that keeps nothing but its header.
+type discardWriter struct{ header http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.header }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(int)             {}

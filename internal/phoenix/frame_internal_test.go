@@ -63,3 +63,22 @@ func TestAPayloadNestedToTheLimitIsRefusedAsByJSON(t *testing.T) {
 	_, err = Decode(frame(maxNesting - 1))
 	assert.NoError(t, err)
 }
+
+// BenchmarkDecodeAPush: a message_created push as Band sends it, read
+// plain and by the encoding/json reader, for docs/performance.md.
+func BenchmarkDecodeAPush(b *testing.B) {
+	frame := []byte(`[null,null,"chat_room:0b2e9c1a-5f3d-4a7b-8c2e-000000000011","message_created",{"id":"0b2e9c1a-5f3d-4a7b-8c2e-000000000042","content":"@[[0b2e9c1a-5f3d-4a7b-8c2e-000000000007]] what is the status of order 9?","sender_id":"0b2e9c1a-5f3d-4a7b-8c2e-000000000003","sender_type":"User","metadata":{"mentions":[{"id":"0b2e9c1a-5f3d-4a7b-8c2e-000000000007","handle":"ops/bot"}]}}]`)
+	for _, r := range []struct {
+		name string
+		read func([]byte) (Frame, error)
+	}{{"plain", Decode}, {"encoding/json", decodeJSON}} {
+		b.Run(r.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := r.read(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
