@@ -200,8 +200,8 @@ func TestHooksFollowADelivery(t *testing.T) {
 
 		assert.Equal(t, []string{
 			"request GET /agent/me #1 200 trace=",
-			"request GET /agent/chats #1 200 trace=",
 			"socket up=true",
+			"request GET /agent/chats #1 200 trace=",
 			"request GET /agent/chats/{id}/messages/next #1 200 trace=",
 			"delivery start attempt=0",
 			"request POST /agent/chats/{id}/messages/{message_id}/processing #1 200 trace=delivery",

@@ -32,6 +32,10 @@ type Shell struct {
 	jitterSeed uint64
 	late       *lateSends    // when each send of unknown outcome has settled
 	relist     chan struct{} // buffered(1): list the rooms now (see watchRooms)
+	// listed: this Run's start has begun listing the rooms, so an
+	// agent_rooms join answered from now on may have missed a room_added
+	// the listing did not see (see catchUp).
+	listed     atomic.Bool
 	running    atomic.Bool
 	socketUp   atomic.Bool    // pushes are flowing: idle rooms only resync slowly
 	socketDone sync.WaitGroup // the socket's goroutine
@@ -48,6 +52,11 @@ type Shell struct {
 	sched        *scheduler    // runs the rooms; one per Run
 	oneShot      *drainTracker // set while Drain runs
 	counts       outcomeCounts // this Run's outcomes, for its last log line
+	// starting: start has not yet begun this life (late.begin), so a
+	// room added meanwhile, by the listing or by a push, waits in
+	// unwoken for its first look.
+	starting bool
+	unwoken  []*room
 }
 
 // runContexts are the two lifetimes of one Run: fetching stops when fetch
@@ -173,19 +182,15 @@ func (s *Shell) start(ctx context.Context) error {
 		return err
 	}
 
-	ids := s.cfg.Rooms
-	if len(ids) == 0 {
-		chats, err := startCall(budget, s, wire.EndpointChats, api.Chats)
-		if err != nil {
-			return err
-		}
-		for _, c := range chats {
-			ids = append(ids, c.ID)
-		}
-	}
+	s.mu.Lock()
+	s.starting = true
+	s.mu.Unlock()
+	s.listed.Store(false)
 	if !s.cfg.DisableSocket {
 		// Connect before any handler can start, so that a signal sent
-		// the moment work begins finds its handler in place.
+		// the moment work begins finds its handler in place, and before
+		// the rooms are listed, so that a room the agent joins after the
+		// listing is announced on agent_rooms, joined by then.
 		connected := s.startSocket(ctx, me.ID)
 		wait := time.NewTimer(socketStartWait)
 		select {
@@ -196,12 +201,31 @@ func (s *Shell) start(ctx context.Context) error {
 		}
 		wait.Stop()
 	}
+	ids := s.cfg.Rooms
+	if len(ids) == 0 {
+		s.listed.Store(true)
+		chats, err := startCall(budget, s, wire.EndpointChats, api.Chats)
+		if err != nil {
+			return err
+		}
+		for _, c := range chats {
+			ids = append(ids, c.ID)
+		}
+	}
+	for _, id := range ids {
+		s.addRoom(id)
+	}
 	// From here on this life may send. Every send of an earlier one
 	// (another process, a superseded connection, an earlier Run) was
 	// written before now.
 	s.late.begin(time.Now())
-	for _, id := range ids {
-		s.addRoom(id)
+	s.mu.Lock()
+	s.starting = false
+	unwoken := s.unwoken
+	s.unwoken = nil
+	s.mu.Unlock()
+	for _, r := range unwoken {
+		s.sched.wake(r)
 	}
 	s.logServing(me, ids)
 	if len(s.cfg.Rooms) == 0 {
@@ -265,13 +289,18 @@ func (s *Shell) startRoom(id string) bool {
 	if s.sock != nil {
 		s.sock.Join("chat_room:"+id, r.onRoomEvent)
 	}
-	// Its first look is now, joined or not: a backlog is served while the
-	// joins are still being answered. A message said after this look and
-	// before its topic's join is answered was pushed to nobody, so the
-	// answered join wakes the room again (catchUp): one more look after
-	// the first, whichever of the two came first, so that the number of
-	// looks, and the prover's replay, does not depend on it.
-	s.sched.wake(r)
+	// Its first look is now, joined or not (once start has begun the
+	// life): a backlog is served while the joins are still being
+	// answered. A message said after this look and before its topic's
+	// join is answered was pushed to nobody, so the answered join wakes
+	// the room again (catchUp): one more look after the first, whichever
+	// of the two came first, so that the number of looks, and the
+	// prover's replay, does not depend on it.
+	if s.starting {
+		s.unwoken = append(s.unwoken, r)
+	} else {
+		s.sched.wake(r)
+	}
 	return true
 }
 

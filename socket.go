@@ -84,12 +84,16 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 
 // catchUp makes up for the pushes a topic missed before its join was
 // answered: the room of a chat_room topic looks at /next now, and the
-// agent's rooms are listed again for agent_rooms, whose first join comes
-// after start's listing, so a room the agent joined between the two is
-// found now rather than at the next periodic listing.
+// agent's rooms are listed again for an agent_rooms join answered after
+// start began listing them (a reconnect's, a rejoin's, or the first when
+// the socket came up late), so a room joined in between is found now
+// rather than at the next periodic listing. A first join answered before
+// the listing needs none: the listing sees every room joined before it.
 func (s *Shell) catchUp(topic string) {
 	if strings.HasPrefix(topic, "agent_rooms:") {
-		s.relistRooms()
+		if s.listed.Load() {
+			s.relistRooms()
+		}
 		return
 	}
 	id, ok := strings.CutPrefix(topic, "chat_room:")
