@@ -335,9 +335,10 @@ func (m *Message) CreateRoom(ctx context.Context, title string) (band.Room, erro
 	client := t.r.s.client
 	if strings.TrimSpace(title) == "" {
 		t.mu.Lock()
-		n := t.countWrite("untitled-room")
+		p := t.placeOf(ctx)
+		n := p.count("untitled-room")
 		t.mu.Unlock()
-		name := "bandonce:create-room:" + strconv.Itoa(n)
+		name := "bandonce:create-room" + p.prefix + ":" + strconv.Itoa(n)
 		raw, err := t.step(ctx, name, func(ctx context.Context, _ string) ([]byte, error) {
 			room, err := client.CreateRoom(ctx, "")
 			if err != nil {
@@ -415,16 +416,6 @@ func checkKey(key string) error {
 	return nil
 }
 
-// countWrite counts this turn's writes of a kind given default keys and
-// returns the count; the caller holds t.mu.
-func (t *turn) countWrite(kind string) int {
-	if t.writes == nil {
-		t.writes = map[string]int{}
-	}
-	t.writes[kind]++
-	return t.writes[kind]
-}
-
 // write is one write of Band's agent API that Band has no idempotency key
 // for, and the read that finds it again by its key.
 type write[T any] struct {
@@ -458,7 +449,8 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 	}
 	isDefault := w.key == ""
 	if isDefault {
-		w.key = DefaultKey(t.msgID) + ":" + w.kind + ":" + strconv.Itoa(t.countWrite(w.kind))
+		p := t.placeOf(ctx)
+		w.key = DefaultKey(t.msgID) + p.prefix + ":" + w.kind + ":" + strconv.Itoa(p.count(w.kind))
 	}
 	if err := t.forbidden(ctx); err != nil {
 		return zero, false, err

@@ -182,8 +182,9 @@ func (m *Message) Send(ctx context.Context, rep Reply) error {
 		if rep.DedupKey != "" {
 			return effect{key: rep.DedupKey, defaultKey: derivedKey(t.msgID, rep.DedupKey), reply: &rep}
 		}
-		t.sends++
-		return effect{key: DefaultKey(t.msgID) + ":send:" + strconv.Itoa(t.sends), defaultKey: true, reply: &rep}
+		p := t.placeOf(ctx)
+		p.sends++
+		return effect{key: DefaultKey(t.msgID) + p.prefix + ":send:" + strconv.Itoa(p.sends), defaultKey: true, reply: &rep}
 	})
 }
 
@@ -203,8 +204,9 @@ func (m *Message) Event(ctx context.Context, ev Event) error {
 		if ev.DedupKey != "" {
 			return effect{key: ev.DedupKey, defaultKey: derivedKey(t.msgID, ev.DedupKey), event: &ev}
 		}
-		t.events++
-		return effect{key: DefaultKey(t.msgID) + ":event:" + strconv.Itoa(t.events), defaultKey: true, event: &ev}
+		p := t.placeOf(ctx)
+		p.events++
+		return effect{key: DefaultKey(t.msgID) + p.prefix + ":event:" + strconv.Itoa(p.events), defaultKey: true, event: &ev}
 	})
 }
 

@@ -30,10 +30,50 @@ type turn struct {
 
 	mu      sync.Mutex
 	closed  bool
-	sends   int // effects given default keys so far, by kind
-	events  int
-	writes  map[string]int  // agent-API writes given default keys so far, by kind (agentapi.go)
+	top     place           // the turn's own effects given default keys so far
 	running map[string]bool // steps whose fn is running
+}
+
+// place is where in the turn an effect is asked for, which its default
+// key names: the turn itself, or a Step's fn (through the ctx fn is
+// given), whose effects count apart. A step replayed from the ledger does
+// not run fn, so its effects are not asked for again; counted with the
+// turn's, their absence would shift the keys of every effect after the
+// step onto keys already in the room, and those effects would be taken
+// for sent. Its fields are guarded by the turn's mu.
+type place struct {
+	prefix string // "" for the turn; ":step:<tag>" (nested: one a step) inside a step
+	sends  int    // effects given default keys so far, by kind
+	events int
+	writes map[string]int // agent-API writes given default keys so far, by kind (agentapi.go)
+}
+
+// placeKey is the context key of a step's place in turn t.
+type placeKey struct{ t *turn }
+
+// placeOf is ctx's place in the turn.
+func (t *turn) placeOf(ctx context.Context) *place {
+	if p, ok := ctx.Value(placeKey{t}).(*place); ok {
+		return p
+	}
+	return &t.top
+}
+
+// inStep is the context a step's fn runs under: a place of its own inside
+// ctx's, tagged by the step's name, which is unique in the message.
+func (t *turn) inStep(ctx context.Context, name string) context.Context {
+	sum := sha256.Sum256([]byte(name))
+	return context.WithValue(ctx, placeKey{t}, &place{prefix: t.placeOf(ctx).prefix + ":step:" + hex.EncodeToString(sum[:8])})
+}
+
+// count counts the place's writes of a kind given default keys and
+// returns the count; the caller holds the turn's mu.
+func (p *place) count(kind string) int {
+	if p.writes == nil {
+		p.writes = map[string]int{}
+	}
+	p.writes[kind]++
+	return p.writes[kind]
 }
 
 func (r *room) newTurn(life context.Context, cy *cycle, messageID string, attempt int) *turn {
@@ -155,7 +195,7 @@ func (t *turn) runStep(ctx context.Context, run *StepRun, fn func(context.Contex
 	if err := t.forbidden(ctx); err != nil {
 		return nil, fmt.Errorf("bandonce: step %q not run: %w", name, err)
 	}
-	result, err = fn(ctx, run.IdempotencyKey)
+	result, err = fn(t.inStep(ctx, name), run.IdempotencyKey)
 	if err != nil {
 		if cause := t.r.ctl.abortCause(t.cy); cause != nil && ctx.Err() != nil {
 			// A signal cut the step off: say which, keeping the cause

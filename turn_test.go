@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -557,5 +558,55 @@ func TestEveryStepIsLoggedAtDebug(t *testing.T) {
 		time.Sleep(time.Minute)
 		require.NoError(t, stop())
 		assert.True(t, l.has(slog.LevelDebug, "bandonce: step", "step=lookup", "replayed=false", "key=bandonce-"))
+	})
+}
+
+// A Step whose fn has effects of its own (an agentloop tool that reports
+// progress and stores what it learned) is recorded; the turn fails after
+// it. At the redelivery the Step is replayed without running fn, and the
+// effects after it keep their keys: counted with fn's, they would take the
+// keys fn's effects hold in the room, be found there, and never be made.
+func TestAnEffectAfterAReplayedStepIsNotLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		w.say(room, "refund order 17")
+		memory := func(text string) bandonce.Memory {
+			return bandonce.Memory{Content: text, System: "long_term", Type: "semantic", Segment: "user", Thought: "worth keeping", SubjectID: w.human.ID}
+		}
+		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			if _, err := m.Step(ctx, "lookup", func(ctx context.Context, _ string) ([]byte, error) {
+				if err := m.Send(ctx, bandonce.Reply{Content: "looking it up"}); err != nil {
+					return nil, err
+				}
+				_, err := m.StoreMemory(ctx, memory("order 17 exists"))
+				return []byte("ok"), err
+			}); err != nil {
+				return nil, err
+			}
+			if m.Attempt == 1 {
+				return nil, errors.New("orders service down")
+			}
+			if err := m.Send(ctx, bandonce.Reply{Content: "found it"}); err != nil {
+				return nil, err
+			}
+			if _, err := m.StoreMemory(ctx, memory("order 17 refunded")); err != nil {
+				return nil, err
+			}
+			return &bandonce.Reply{Content: "refunded"}, nil
+		}
+		stop := w.start(w.config(h))
+		runFor(time.Minute)
+		require.NoError(t, stop())
+		posts := map[string]int{}
+		for _, p := range w.replies(room) {
+			posts[strings.SplitN(bandonce.StripMentions(p.Content), "\n", 2)[0]]++
+		}
+		assert.Equal(t, map[string]int{"looking it up": 1, "found it": 1, "refunded": 1}, posts)
+		memories := map[string]int{}
+		for _, mem := range w.band.Memories() {
+			memories[mem.Content]++
+		}
+		assert.Equal(t, map[string]int{"order 17 exists": 1, "order 17 refunded": 1}, memories)
 	})
 }
