@@ -10,6 +10,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/band-once/bandonce/band"
@@ -483,6 +484,17 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 	facts := lifecycle.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Attempt: t.attempt, DefaultKey: isDefault || derivedKey(t.msgID, w.key)}
 	for try := 0; ; try++ {
 		if lifecycle.Guard(facts) != lifecycle.PostNow {
+			if at := r.s.late.settledAt(r.id, w.key, t.inherited); time.Now().Before(at) {
+				// A write of this key, by this life or an earlier one,
+				// may still be applied: a read now that does not find it
+				// proves nothing. The handler waits for its write anyway.
+				if err := sleep(ctx, time.Until(at)); err != nil {
+					return fail("waiting for an earlier write to settle", err)
+				}
+				if err := t.forbidden(ctx); err != nil {
+					return zero, false, err
+				}
+			}
 			v, found, err := w.find(ectx, w.key)
 			switch {
 			case err != nil:
@@ -524,17 +536,17 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 		case ectx.Err() != nil:
 			return fail("outcome unknown", err)
 		}
-		// Ambiguous: it may have been applied. Only a fresh read can
-		// tell, so the next pass reads before writing again.
+		// Ambiguous: it may have been applied, or be applied later still.
+		// Only a read once the write has settled can tell, so the next
+		// pass waits for that before it reads, and writes only if the
+		// read finds nothing; the message is not consumed meanwhile.
+		r.s.late.unknown(r.id, t.msgID, w.key, time.Now())
 		facts.Ledger = lifecycle.Intent
 		if try+1 >= r.s.cfg.Retry.MaxAttempts {
 			return fail("outcome unknown", err)
 		}
-		wait := r.jitter.Backoff(r.s.cfg.Retry.BaseDelay, r.s.cfg.Retry.MaxDelay, try)
-		r.s.log.Warn("bandonce: write outcome unknown; reading Band before any retry", "room", r.id, "key", w.key, "write", w.kind, "err", err, "wait", wait)
-		if err := sleep(ectx, wait); err != nil {
-			return fail("outcome unknown", err)
-		}
+		r.s.log.Warn("bandonce: write outcome unknown; reading Band once it has settled", "room", r.id, "key", w.key, "write", w.kind,
+			"err", err, "wait", r.s.cfg.SettleWindow)
 	}
 }
 

@@ -228,3 +228,53 @@ func TestAgentAPIWritesOutsideTheTurnOrBadAreRefused(t *testing.T) {
 		}
 	})
 }
+
+// A guarded agent-API write whose POST Band applies after the client gave
+// up on it (past RequestTimeout, within SettleWindow): the guard's read
+// must not trust the write's absence before it settled.
+func TestAnAgentAPIWriteAppliedLateIsMadeOnce(t *testing.T) {
+	for _, ep := range []fakeband.Endpoint{fakeband.EndpointCreateMemory, fakeband.EndpointCreateTask,
+		fakeband.EndpointCreateChat, fakeband.EndpointUpdateTask} {
+		t.Run(string(ep), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(t, 1)
+				room := w.rooms[0]
+				id := w.say(room, "refund order 17")
+				nth := 1
+				if ep == fakeband.EndpointUpdateTask {
+					nth = 2 // the comment
+				}
+				w.band.Inject(fakeband.Fault{Endpoint: ep, Nth: nth, Kind: fakeband.ApplyLate, Delay: 4 * time.Second})
+				cfg := w.config(boardHandler)
+				cfg.RequestTimeout = 2 * time.Second // SettleWindow stays 5 s
+				stop := w.start(cfg)
+				runFor(time.Minute)
+				require.NoError(t, stop())
+				assert.Equal(t, wantBoardWrites(id), boardWrites(t, w, room, id))
+			})
+		})
+	}
+}
+
+// The same across lives: the first life dies while Band holds the
+// memory's POST; the next life's redelivery reads the memories before the
+// held POST is applied and stores the memory again.
+func TestAnAgentAPIWriteAppliedAfterItsSenderDiedIsMadeOnce(t *testing.T) {
+	for _, ep := range []fakeband.Endpoint{fakeband.EndpointCreateMemory, fakeband.EndpointCreateTask, fakeband.EndpointCreateChat} {
+		t.Run(string(ep), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(t, 1)
+				room := w.rooms[0]
+				id := w.say(room, "refund order 17")
+				w.band.Inject(fakeband.Fault{Endpoint: ep, Nth: 1, Kind: fakeband.ApplyLate, Delay: 3 * time.Second})
+				killLifeAt(t, w, w.config(boardHandler), time.Second) // the POST is held when the life dies
+				cfg := w.config(boardHandler)
+				stop := w.start(cfg)
+				runFor(time.Minute)
+				require.NoError(t, stop())
+				assert.Equal(t, wantBoardWrites(id), boardWrites(t, w, room, id))
+				assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+			})
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package bandonce_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -191,4 +192,51 @@ func (k *killSwitch) killNow() {
 	if !k.dead {
 		k.die()
 	}
+}
+
+// deadTransport fails every request, those in flight included, once dead
+// is closed, as a SIGKILLed process's connections do; Band may still
+// apply what it holds.
+type deadTransport struct {
+	next http.RoundTripper
+	dead chan struct{}
+}
+
+func (d *deadTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	select {
+	case <-d.dead:
+		return nil, errKilled
+	default:
+	}
+	type res struct {
+		r *http.Response
+		e error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		r, e := d.next.RoundTrip(req)
+		ch <- res{r, e}
+	}()
+	select {
+	case x := <-ch:
+		return x.r, x.e
+	case <-d.dead:
+		return nil, errKilled
+	}
+}
+
+// killLifeAt runs a shell on cfg and kills it after d.
+func killLifeAt(t *testing.T, w *world, cfg bandonce.Config, d time.Duration) {
+	t.Helper()
+	dt := &deadTransport{next: w.band.HTTPClient().Transport, dead: make(chan struct{})}
+	cfg.HTTPClient = &http.Client{Transport: dt}
+	s, err := bandonce.New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	time.Sleep(d)
+	close(dt.dead)
+	cancel()
+	t.Cleanup(func() { <-done })
 }
