@@ -106,7 +106,10 @@ func (r *room) tellRoom(ctx context.Context, m *wire.Message, attempt int, d Dea
 	text = r.s.cfg.apiKey.Scrub(text)
 	ev := &Event{Type: EventError, Content: truncateRunes(text, maxEventContent),
 		Metadata: map[string]any{"message_id": m.ID, "failures": d.Failures}}
-	_, f := r.send(ctx, attempt, effect{key: NoticeKey(m.ID), defaultKey: true, event: ev}, func(bool) error {
+	// msg and inherited as for the reply: an earlier life's notice may
+	// still land, and this life's, if its outcome is unknown, holds the
+	// message open until it has settled.
+	_, f := r.send(ctx, attempt, effect{key: NoticeKey(m.ID), defaultKey: true, event: ev, msg: m.ID, inherited: r.inherited(m.ID)}, func(bool) error {
 		if r.ctl.isStopped() {
 			return ErrStopped
 		}
@@ -124,6 +127,11 @@ func (r *room) tellRoom(ctx context.Context, m *wire.Message, attempt int, d Dea
 		return endStopped, false
 	case failLater, failWait:
 		return endBackoff, false
+	case failSettle:
+		// An earlier notice may still land: the message, failed, is
+		// served again once it has settled, and tells the room then.
+		r.settleUntil = f.until
+		return endSettle, false
 	default:
 		return r.failed(f.call, f.err), false
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/boltledger"
 	"github.com/band-once/bandonce/fakeband"
 )
 
@@ -161,4 +163,54 @@ func TestTheDefaultNoticeNamesTheKindOfFailure(t *testing.T) {
 		assert.Contains(t, text, want, "%v", err)
 		assert.Contains(t, text, "tried 3 times")
 	}
+}
+
+func permanentFailure(context.Context, *bandonce.Message) (*bandonce.Reply, error) {
+	return nil, bandonce.Permanent(context.DeadlineExceeded)
+}
+
+// The dead-letter notice's POST is held by Band and applied after the life
+// that sent it died; the next life, on the same durable ledger, finishes
+// the dead letter: the room must be told once.
+func TestADeadLetterNoticeAppliedAfterItsSenderDiedIsPostedOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.ledger")
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "hi")
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.ApplyLate, Delay: 3 * time.Second})
+		cfg := func() bandonce.Config {
+			ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+			require.NoError(t, err)
+			t.Cleanup(func() { ledger.Close() })
+			c := w.config(permanentFailure)
+			c.Ledger = ledger
+			return c
+		}
+		c1 := cfg()
+		killLifeAt(t, w, c1, time.Second)
+		c1.Ledger.(*boltledger.Ledger).Close()
+		stop := w.start(cfg())
+		runFor(time.Minute)
+		require.NoError(t, stop())
+		assert.Len(t, w.errorEvents(room), 1, "the room is told once")
+		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+	})
+}
+
+// The same in one life: the notice's POST times out and lands later.
+func TestADeadLetterNoticeAppliedLateIsPostedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "hi")
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.ApplyLate, Delay: 4 * time.Second})
+		cfg := w.config(permanentFailure)
+		cfg.RequestTimeout = 2 * time.Second
+		stop := w.start(cfg)
+		runFor(time.Minute)
+		require.NoError(t, stop())
+		assert.Len(t, w.errorEvents(room), 1, "the room is told once")
+		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+	})
 }
