@@ -131,6 +131,7 @@ func (s *Shell) Replay(ctx context.Context, roomID, messageID string) (Outcome, 
 			return Outcome{}, err
 		}
 	}
+	s.late.beginOnce(time.Now())
 	r := newReplayRoom(s, roomID)
 	o := Outcome{RoomID: roomID, MessageID: messageID, Attempt: d.Failures + 1}
 	wm := &wire.Message{ID: d.MessageID, Content: d.Content, SenderID: d.SenderID, SenderName: d.SenderName, SenderType: d.SenderType}

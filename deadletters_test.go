@@ -3,6 +3,8 @@ package bandonce_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/boltledger"
 	"github.com/band-once/bandonce/fakeband"
 )
 
@@ -156,3 +159,89 @@ func (p plainLedger) SetStep(ctx context.Context, room, id, name string, r []byt
 	return p.l.SetStep(ctx, room, id, name, r)
 }
 func (p plainLedger) Durable() bool { return false }
+
+// An operator's replay (bandonce deadletters replay: a Shell that never
+// Runs) dies while Band holds its reply's POST; the operator replays
+// again from a new process on the same bolt ledger. The held POST lands
+// after the second replay's guard read the room: two replies.
+func TestAReplayAfterAReplayKilledMidPOSTAnswersOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.ledger")
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "hi")
+		open := func() *boltledger.Ledger {
+			l, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+			require.NoError(t, err)
+			return l
+		}
+		// The processes share the ledger file; bolt locks it, so the
+		// one Ledger stands for both, the first's writing nothing once
+		// it is dead.
+		l := open()
+		defer l.Close()
+		require.NoError(t, l.AddDeadLetter(context.Background(), bandonce.DeadLetter{RoomID: room.ID, MessageID: id,
+			SenderID: w.human.ID, Content: "hi", Failures: 3, At: time.Now()}))
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointPost, Nth: 1, Kind: fakeband.ApplyLate, Delay: 3 * time.Second})
+
+		// The first process: killed a second into its replay.
+		dt := &deadTransport{next: w.band.HTTPClient().Transport, dead: make(chan struct{})}
+		cfg := w.config(echo)
+		cfg.Ledger, cfg.HTTPClient = &deadProcLedger{l, dt.dead}, &http.Client{Transport: dt}
+		s, err := bandonce.New(cfg)
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { _, err := s.Replay(context.Background(), room.ID, id); done <- err }()
+		time.Sleep(time.Second)
+		close(dt.dead)
+		// (A dead process does not wait; its replay ends on its own.)
+		defer func() { <-done }()
+
+		// The second process, on the same ledger.
+		cfg = w.config(echo)
+		cfg.Ledger = l
+		s, err = bandonce.New(cfg)
+		require.NoError(t, err)
+		o, err := s.Replay(context.Background(), room.ID, id)
+		require.NoError(t, err)
+		time.Sleep(time.Minute)
+		assert.Equal(t, bandonce.DuplicateDropped, o.Kind, "the first replay's reply, applied late, is found")
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)), "one answer")
+	})
+}
+
+// deadProcLedger is a ledger that writes nothing once its process is dead.
+type deadProcLedger struct {
+	*boltledger.Ledger
+	dead chan struct{}
+}
+
+func (d *deadProcLedger) isDead() error {
+	select {
+	case <-d.dead:
+		return errKilled
+	default:
+		return nil
+	}
+}
+
+func (d *deadProcLedger) SetKey(ctx context.Context, room, key string, s bandonce.KeyState) error {
+	if err := d.isDead(); err != nil {
+		return err
+	}
+	return d.Ledger.SetKey(ctx, room, key, s)
+}
+
+func (d *deadProcLedger) SetStep(ctx context.Context, room, msg, name string, r []byte) error {
+	if err := d.isDead(); err != nil {
+		return err
+	}
+	return d.Ledger.SetStep(ctx, room, msg, name, r)
+}
+
+func (d *deadProcLedger) RemoveDeadLetter(ctx context.Context, room, msg string) error {
+	if err := d.isDead(); err != nil {
+		return err
+	}
+	return d.Ledger.RemoveDeadLetter(ctx, room, msg)
+}

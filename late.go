@@ -47,6 +47,18 @@ func (l *lateSends) begin(now time.Time) {
 	l.began = now
 }
 
+// beginOnce starts a life at now unless one has begun: a Shell that
+// never runs but replays dead letters is a life of its own, and every
+// send of an earlier one (a crashed replay among them) was written before
+// it began.
+func (l *lateSends) beginOnce(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.began.IsZero() {
+		l.began = now
+	}
+}
+
 // unknown records that a send of key in room for message msg, whose POST
 // returned at now without an answer that says whether it landed, may
 // still land.
