@@ -85,3 +85,28 @@ func TestAnOversizeReplyIsRefusedBeforeAnythingIsPosted(t *testing.T) {
 		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
 	})
 }
+
+// A reply whose DedupKey no ledger can store (a NUL byte: PostgreSQL's
+// text cannot hold one) is refused before anything is recorded or sent:
+// the message is dead-lettered and the room goes on to the next one.
+func TestAReplyWithAKeyNoLedgerCanStoreIsDeadLetteredAndTheRoomGoesOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		bad := w.say(room, "first")
+		good := w.say(room, "second")
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			key := ""
+			if m.ID == bad {
+				key = "user-ref:\x00" + m.ID
+			}
+			return &bandonce.Reply{Content: "echo: " + m.Body(), DedupKey: key}, nil
+		})
+		stop := w.start(cfg)
+		time.Sleep(time.Minute)
+		require.NoError(t, stop())
+		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, bad), "dead-lettered: consumed")
+		assert.Zero(t, w.repliesTo(room, "user-ref:\x00"+bad))
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(good)), "the room went on")
+	})
+}

@@ -38,7 +38,7 @@ func TestParseMarkerIsExact(t *testing.T) {
 
 func TestValidateKey(t *testing.T) {
 	assert.NoError(t, ValidateKey("echo:1"))
-	for _, bad := range []string{"", " x", "x ", "a\nb", string([]byte{0xff}), string(make([]byte, MaxKeyLen+1))} {
+	for _, bad := range []string{"", " x", "x ", "a\nb", "a\x00b", string([]byte{0xff}), string(make([]byte, MaxKeyLen+1))} {
 		assert.ErrorIs(t, ValidateKey(bad), ErrBadKey, "%q", bad)
 	}
 }

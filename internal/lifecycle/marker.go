@@ -26,7 +26,8 @@ const MetadataKey = "dedup_key"
 var ErrBadKey = errors.New("invalid dedup key")
 
 // ValidateKey reports whether key can travel in a marker and be read back
-// exactly: non-empty, valid UTF-8, one line, at most MaxKeyLen bytes.
+// exactly: non-empty, valid UTF-8, one line without a NUL byte, at most
+// MaxKeyLen bytes.
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
@@ -37,6 +38,10 @@ func ValidateKey(key string) error {
 		return errors.Join(ErrBadKey, errors.New("not valid UTF-8"))
 	case strings.ContainsAny(key, "\r\n"):
 		return errors.Join(ErrBadKey, errors.New("contains a line break"))
+	case strings.ContainsRune(key, 0):
+		// PostgreSQL's text cannot hold it: a durable ledger could never
+		// record the key, and its room would wait on it for good.
+		return errors.Join(ErrBadKey, errors.New("contains a NUL byte"))
 	case strings.TrimSpace(key) != key:
 		return errors.Join(ErrBadKey, errors.New("has leading or trailing space"))
 	}
