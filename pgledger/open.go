@@ -165,10 +165,10 @@ func (s *Store) prepare(ctx context.Context) error {
 	var version string
 	err := s.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, version()`).Scan(&versionNum, &version)
 	if err != nil {
-		if isPgError(err) {
+		if isPgError(err) && !transient(err) {
 			return unusable(ErrNotPostgres, err, "cannot be opened: the server did not answer as PostgreSQL does")
 		}
-		return err
+		return err // unreachable, starting up, out of connections: waited out
 	}
 	if !strings.HasPrefix(version, "PostgreSQL ") {
 		return unusable(ErrNotPostgres, nil, "cannot be opened: the server says it is %q", version)
@@ -292,8 +292,8 @@ func migrationLock(schema string) int64 {
 // other errors pass through.
 func classify(err error, reason string) error {
 	var pg *pgconn.PgError
-	if !errors.As(err, &pg) {
-		return err
+	if !errors.As(err, &pg) || transient(err) {
+		return err // Open waits these out
 	}
 	kind := error(nil)
 	switch {
@@ -312,13 +312,17 @@ func isPgError(err error) bool {
 }
 
 // transient reports whether err may go away by itself: the database is
-// unreachable, restarting, out of connections, or a statement met a
-// deadlock or serialization failure. A refusal by the server for any
-// other reason is not.
+// unreachable, restarting, out of connections, read-only for now (a
+// demoted primary during a failover, behind a VIP or a pooler), or a
+// statement met a deadlock or serialization failure. A refusal by the
+// server for any other reason is not.
 func transient(err error) bool {
 	var pg *pgconn.PgError
 	if !errors.As(err, &pg) {
 		return !errors.Is(err, context.Canceled)
+	}
+	if pg.Code == "25006" { // read_only_sql_transaction
+		return true
 	}
 	switch pg.Code[:2] {
 	case "08", // connection exception

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
@@ -191,6 +192,51 @@ func TestOpenWaitsOutAnUnreachableDatabase(t *testing.T) {
 	p.setCut(false)
 	require.NoError(t, <-opened)
 	assert.Contains(t, logs.String(), "database reachable again")
+}
+
+// A server that is restarting answers as PostgreSQL does, but "the
+// database system is starting up" (57P03): that is an outage, which Open
+// waits out, not a server that is not PostgreSQL.
+func TestOpenWaitsOutADatabaseStartingUp(t *testing.T) {
+	dsn := testDSN(t)
+	p := newProxy(t, dsn)
+	pool := p.pool(t, dsn)
+	opts := Options{AgentID: testAgent, Schema: fmt.Sprintf("t_open_%d", time.Now().UnixNano())}
+	t.Cleanup(func() {
+		_, err := newPool(t, dsn).Exec(context.Background(), "DROP SCHEMA IF EXISTS "+opts.Schema+" CASCADE")
+		require.NoError(t, err)
+	})
+	p.setStartingUp(true)
+	opened := make(chan error, 1)
+	go func() {
+		_, err := Open(context.Background(), pool, opts)
+		opened <- err
+	}()
+	until(t, "Open told twice that the server is starting up", func() bool { return p.startsRefused() >= 2 })
+	p.setStartingUp(false)
+	require.NoError(t, <-opened)
+}
+
+// The errors that go away by themselves, which Open and the leader loop
+// wait out, and the refusals that do not.
+func TestWhichServerErrorsAreWaitedOut(t *testing.T) {
+	for code, want := range map[string]bool{
+		"08006": true,  // connection failure
+		"40P01": true,  // deadlock
+		"53300": true,  // too many connections
+		"57P03": true,  // starting up
+		"57P01": true,  // admin shutdown
+		"25006": true,  // read-only: a demoted primary during a failover
+		"42501": false, // insufficient privilege
+		"42P01": false, // undefined table
+		"22021": false, // invalid byte sequence
+	} {
+		assert.Equal(t, want, transient(&pgconn.PgError{Code: code}), code)
+		if want {
+			var open *OpenError
+			assert.False(t, errors.As(classify(&pgconn.PgError{Code: code}, "x"), &open), "%s is not an unusable database", code)
+		}
+	}
 }
 
 // A server that speaks PostgreSQL's protocol but is not PostgreSQL (or

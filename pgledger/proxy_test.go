@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
@@ -20,6 +21,11 @@ type proxy struct {
 
 	mu  sync.Mutex
 	cut bool
+	// starting answers every new connection as a restarting server does
+	// (FATAL 57P03, "the database system is starting up"); starts counts
+	// those answers.
+	starting bool
+	starts   int
 	// refused counts the connections refused while cut: the clients'
 	// attempts to reach the database during an outage.
 	refused int
@@ -75,6 +81,12 @@ func (p *proxy) accept() {
 			p.refused++
 			p.mu.Unlock()
 			_ = client.Close() // the database is gone: refused at once
+			continue
+		}
+		if p.starting {
+			p.starts++
+			p.mu.Unlock()
+			p.wg.Go(func() { startingUp(client) })
 			continue
 		}
 		p.mu.Unlock()
@@ -155,4 +167,40 @@ func (p *proxy) setHeld(held bool) {
 		close(p.thaw)
 		p.thaw = nil
 	}
+}
+
+// setStartingUp has new connections answered as by a server restarting,
+// or forwarded again.
+func (p *proxy) setStartingUp(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.starting = on
+}
+
+// startsRefused returns how many connections were answered "starting up".
+func (p *proxy) startsRefused() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts
+}
+
+// startingUp answers a client's startup as PostgreSQL does while it
+// starts: FATAL 57P03, then the connection closes.
+func startingUp(c net.Conn) {
+	defer c.Close()
+	be := pgproto3.NewBackend(c, c)
+	for {
+		msg, err := be.ReceiveStartupMessage()
+		if err != nil {
+			return
+		}
+		if _, ok := msg.(*pgproto3.SSLRequest); !ok {
+			break
+		}
+		if _, err := c.Write([]byte("N")); err != nil { // no TLS
+			return
+		}
+	}
+	be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P03", Message: "the database system is starting up"})
+	_ = be.Flush()
 }
