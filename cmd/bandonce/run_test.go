@@ -483,7 +483,7 @@ func TestRunGivesTheCommandNoKeyAndAMinimalEnvironment(t *testing.T) {
 	t.Parallel()
 	bin, w := bandonceBin(t), newRunWorld(t)
 	id := w.say(t, "print env")
-	p := start(t, w.env("DB_PASSWORD=hunter2hunter2", "EXTRA_OK=yes", "COPY_OF_KEY="+w.agent.Key, "BAND_REST_URL=http://127.0.0.1:1"),
+	p := start(t, w.env("DB_PASSWORD=hunter2hunter2", "EXTRA_OK=yes", "COPY_OF_KEY="+w.agent.Key, "BAND_REST_URL="+strings.TrimSuffix(w.base, "/api/v1")),
 		bin, "run", "-once", "-env", "EXTRA_OK", "-env", "COPY_OF_KEY", "--", writeScript(t, "env\n"))
 	require.Equal(t, exitOK, p.wait(t, 30*time.Second), "stderr:\n%s", p.stderr.String())
 	require.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
