@@ -17,7 +17,7 @@ const (
 	tick        = 250 * time.Millisecond  // the driver looks around at least this often
 	stallAfter  = 1500 * time.Millisecond // no mark or post for this long: fire the next event
 	quietFor    = time.Second             // quiet for this long before the verdict
-	giveUpAfter = 60 * time.Second        // stalled with nothing left to fire
+	giveUpAfter = 5 * time.Minute         // stalled with nothing left to fire: a turn may wait minutes on a model
 	deadline    = 15 * time.Minute        // the whole schedule
 	killGrace   = time.Minute             // a killed agent must have returned by then
 	// busyLimit is how many requests may be released at one instant of

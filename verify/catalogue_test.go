@@ -111,7 +111,7 @@ var catalogue = []broken{
 			}
 		}
 		return reply(m, ""), nil
-	}), nil, []string{"it blocks without honouring its context"}},
+	}), nil, []string{"it blocks without honouring its context", "called with a context that nothing can cancel"}},
 }
 
 func TestEveryBrokenAgentIsCaughtWithItsDefectNamed(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,4 +71,25 @@ func TestEveryCheckPassesTheCorrectTurnsThatOnceFailed(t *testing.T) {
 			require.True(t, res.OK, "%s: %s\n%s", res.Check, res.Reason, strings.Join(res.Witness, "\n"))
 		})
 	}
+}
+
+// slowTurn is a correct turn that waits more than a minute on its model,
+// honouring its context: a stall of a minute without a mark or a post is
+// not a stalled room.
+func slowTurn(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+	if err := idempotent(ctx, m); err != nil {
+		return nil, err
+	}
+	pause(ctx, 70*time.Second)
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	return reply(m, ""), nil
+}
+
+func TestATurnThatTakesMoreThanAMinuteIsNotAStalledRoom(t *testing.T) {
+	m := newMockT(t)
+	res := KillBeforePost(m, Shell(slowTurn))
+	require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
+	assert.Empty(t, m.Errors())
 }
