@@ -41,6 +41,9 @@ func (w *world) serve(t *testing.T, h bandonce.Handler) {
 	sh, err := bandonce.New(bandonce.Config{
 		APIKey: w.agent.Key, BaseURL: w.fb.BaseURL(), SocketURL: w.fb.SocketURL(), HTTPClient: w.fb.HTTPClient(),
 		Handler: h, Ledger: w.ledger, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// The fake applies nothing late: a write whose answer was lost
+		// has settled as soon as it was made. Real time, so not 60 s.
+		SettleWindow: 500 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

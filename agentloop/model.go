@@ -3,6 +3,11 @@ package agentloop
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/wire"
 )
 
 // Role says who speaks a Turn of the conversation the loop hands a Model.
@@ -86,3 +91,24 @@ type ModelFunc func(ctx context.Context, req Request) (Response, error)
 
 // Complete calls f.
 func (f ModelFunc) Complete(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }
+
+// APIFailure is what a model API's failed answer means for the turn, for
+// an adapter to return once its SDK's own retries are spent. Any answer
+// with a Retry-After waits what the server asks (bandonce.RetryAfter),
+// instead of the shell's backoff; a 4xx other than 408, 409 and 429 can
+// never succeed as asked, so it is Permanent and the message is given up
+// at once rather than after MaxAttempts failures; anything else (a 429 or
+// a 529 without the header, a 5xx) is err as it is, for the shell's
+// backoff. status and header are the failed answer's.
+func APIFailure(err error, status int, header http.Header) error {
+	if d, ok := wire.ParseRetryAfter(header.Get("Retry-After"), time.Now()); ok && d > 0 {
+		return bandonce.RetryAfter(err, d)
+	}
+	switch {
+	case status == http.StatusRequestTimeout, status == http.StatusConflict, status == http.StatusTooManyRequests:
+		return err
+	case status >= 400 && status < 500:
+		return bandonce.Permanent(err)
+	}
+	return err
+}

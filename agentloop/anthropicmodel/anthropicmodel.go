@@ -7,7 +7,9 @@ package anthropicmodel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
@@ -31,7 +33,7 @@ func (m *Model) Complete(ctx context.Context, req agentloop.Request) (agentloop.
 	}
 	msg, err := m.Client.Messages.New(ctx, params)
 	if err != nil {
-		return agentloop.Response{}, err
+		return agentloop.Response{}, failure(err)
 	}
 	return response(msg), nil
 }
@@ -122,4 +124,19 @@ func response(msg *anthropic.Message) agentloop.Response {
 		}
 	}
 	return resp
+}
+
+// failure is a call's error once the SDK's retries are spent, with what
+// its answer means for the turn (agentloop.APIFailure): a Retry-After
+// waited, a request that can never succeed given up.
+func failure(err error) error {
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) {
+		return err
+	}
+	var header http.Header
+	if apiErr.Response != nil {
+		header = apiErr.Response.Header
+	}
+	return agentloop.APIFailure(err, apiErr.StatusCode, header)
 }

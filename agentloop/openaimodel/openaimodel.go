@@ -7,7 +7,9 @@ package openaimodel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
@@ -33,7 +35,7 @@ func (m *Model) Complete(ctx context.Context, req agentloop.Request) (agentloop.
 	}
 	c, err := m.Client.Chat.Completions.New(ctx, params)
 	if err != nil {
-		return agentloop.Response{}, err
+		return agentloop.Response{}, failure(err)
 	}
 	if len(c.Choices) == 0 {
 		return agentloop.Response{}, fmt.Errorf("openaimodel: the completion %q has no choice", c.ID)
@@ -98,4 +100,19 @@ func Params(model shared.ChatModel, req agentloop.Request) (openai.ChatCompletio
 		}
 	}
 	return p, nil
+}
+
+// failure is a call's error once the SDK's retries are spent, with what
+// its answer means for the turn (agentloop.APIFailure): a Retry-After
+// waited, a request that can never succeed given up.
+func failure(err error) error {
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) {
+		return err
+	}
+	var header http.Header
+	if apiErr.Response != nil {
+		header = apiErr.Response.Header
+	}
+	return agentloop.APIFailure(err, apiErr.StatusCode, header)
 }

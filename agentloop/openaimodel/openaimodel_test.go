@@ -46,4 +46,8 @@ func TestAnErrorPastTheRetriesIsReturned(t *testing.T) { modeltest.ErrorPastTheR
 
 // A slow answer is cut off by the caller's context: an interrupt cancels
 // the HTTP call in flight.
+func TestAFailurePastTheRetriesSaysWhatItMeans(t *testing.T) {
+	modeltest.FailuresMeanWhatTheyMean(t, adapter)
+}
+
 func TestCancellingTheContextEndsTheCallInFlight(t *testing.T) { modeltest.Cancel(t, adapter) }

@@ -15,7 +15,7 @@ import (
 // as a usable error.
 func newAPIError(endpoint string, resp *http.Response, body []byte) *APIError {
 	e := &APIError{Endpoint: endpoint, Status: resp.StatusCode}
-	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+	if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 		e.RetryAfter = d
 	}
 	if !readEnvelope(e, body) {
@@ -75,11 +75,11 @@ func readString(raw json.RawMessage, dst *string) bool {
 	return json.Unmarshal(raw, dst) == nil
 }
 
-// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP date
+// ParseRetryAfter reads a Retry-After value: delay-seconds or an HTTP date
 // (a date in the past means no wait). ok is false when the value is
 // absent or neither form. Absurdly large values saturate rather than
 // overflow.
-func parseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false

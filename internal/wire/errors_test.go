@@ -152,7 +152,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"tomorrow", 0, false},
 	}
 	for _, tt := range tests {
-		got, ok := parseRetryAfter(tt.in, now)
+		got, ok := ParseRetryAfter(tt.in, now)
 		assert.Equal(t, tt.wantOK, ok, "%q", tt.in)
 		assert.Equal(t, tt.want, got, "%q", tt.in)
 	}

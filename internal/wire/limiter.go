@@ -349,7 +349,7 @@ func (t *LimitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		t.Limiter.release(start, 0, 0, false)
 		return nil, err
 	}
-	ra, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	t.Limiter.release(start, resp.StatusCode, ra, ok)
 	return resp, nil
 }

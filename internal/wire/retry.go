@@ -233,7 +233,7 @@ func (d *retryDoer) retry(ctx context.Context, j *callJitter, req *http.Request,
 func (d *retryDoer) wait(j *callJitter, n int, resp *http.Response) time.Duration {
 	if resp != nil && d.opts.MaxRetryAfter > 0 &&
 		(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		if ra, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 			return min(ra, d.opts.MaxRetryAfter)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/band-once/bandonce"
 	"github.com/band-once/bandonce/agentloop"
 	"github.com/band-once/bandonce/agentloop/fakemodel"
 )
@@ -108,6 +109,33 @@ func ErrorPastTheRetries(t *testing.T, ad Adapter) {
 	_, err := m.Complete(context.Background(), first)
 	if status, ok := ad.Status(err); !ok || status != 529 {
 		t.Errorf("err = %v, want the SDK's 529", err)
+	}
+}
+
+// FailuresMeanWhatTheyMean checks what an error past the retries tells the
+// shell: a Retry-After is waited (bandonce.RetryAfter's hint), a 400 can
+// never succeed (Permanent), a 5xx is left to the shell's backoff.
+func FailuresMeanWhatTheyMean(t *testing.T, ad Adapter) {
+	s, m := setup(t, ad, 0)
+	s.Inject(fakemodel.Fault{Status: 429, RetryAfter: 90 * time.Second})
+	_, err := m.Complete(context.Background(), first)
+	var hinted interface{ RetryAfter() time.Duration }
+	if !errors.As(err, &hinted) || hinted.RetryAfter() != 90*time.Second {
+		t.Errorf("a 429 with Retry-After: 90: err = %v, want its wait in the chain", err)
+	}
+	s.Inject(fakemodel.Fault{Status: 400})
+	_, err = m.Complete(context.Background(), first)
+	var perm *bandonce.PermanentError
+	if !errors.As(err, &perm) {
+		t.Errorf("a 400: err = %v, want it Permanent", err)
+	}
+	if status, ok := ad.Status(err); !ok || status != 400 {
+		t.Errorf("a 400: err = %v, want the SDK's error still in the chain", err)
+	}
+	s.Inject(fakemodel.Fault{Status: 503})
+	_, err = m.Complete(context.Background(), first)
+	if errors.As(err, &perm) || errors.As(err, &hinted) {
+		t.Errorf("a 503: err = %v, want it left to the shell's backoff", err)
 	}
 }
 
