@@ -47,6 +47,8 @@ var gapCatalogue = []broken{
 		[]Option{NoControlSignals(), Seed(DefaultSeed + 7), Schedules(1)}, []string{"a double post"}},
 	{"a POST re-sent blind after the client timed out", handLoop(loopFlaws{resendOnTimeout: true}),
 		[]Option{NoControlSignals()}, []string{"a double post"}},
+	{"a loop that trusts a read before its POST can no longer land", handLoop(loopFlaws{noSettle: true}),
+		[]Option{NoControlSignals()}, []string{"a double post"}},
 
 	// Rules: effects and their deliveries.
 	{"an effect key with a per-process id in it", perLife(func(pid string) bandonce.Handler {

@@ -29,10 +29,16 @@ type loopFlaws struct {
 	resendOnTimeout bool // a POST the client timed out on is sent again at once: "it never got there"
 	listRoomsOnce   bool // the rooms are listed at start only: a room joined later is never served
 	noPause         bool // an idle loop asks /next again at once, never waiting on a timer
+	noSettle        bool // a read that does not find the reply is trusted at once, though a POST may still land
 }
 
 // requestTimeout bounds each of the loop's requests, as any client should.
 const requestTimeout = 2 * time.Second
+
+// settle is how long after it was sent a POST may still land (twice the
+// request timeout, as the Shell assumes), and a little more: a read that
+// does not find the reply proves nothing before.
+const settle = 2*requestTimeout + 100*time.Millisecond
 
 // sendOnce is a wire.Doer that sends every request once.
 type sendOnce struct{ hc *http.Client }
@@ -61,9 +67,11 @@ type loop struct {
 	c       *wire.Client
 	me      string
 	handled map[string]bool
+	began   time.Time // this life's start: an earlier life's POST may land until began+settle
 }
 
 func (l *loop) run(ctx context.Context) error {
+	l.began = time.Now()
 	var rooms []string
 	for ctx.Err() == nil && rooms == nil {
 		me, err := l.c.Me(ctx)
@@ -126,7 +134,8 @@ func (l *loop) serve(ctx context.Context, room string) bool {
 	if l.fl.stallOnFailed && l.handled[m.ID] {
 		return false // "nothing to do": it was handled (and failed) before
 	}
-	if _, err := l.c.Processing(ctx, room, m.ID); err != nil {
+	claim, err := l.c.Processing(ctx, room, m.ID)
+	if err != nil {
 		return false
 	}
 	body := bandonce.StripMentions(m.Content)
@@ -155,7 +164,7 @@ func (l *loop) serve(ctx context.Context, room string) bool {
 		l.handled[m.ID] = true
 		return true
 	}
-	if !l.post(ctx, room, key, content, mentions) {
+	if !l.post(ctx, room, key, content, mentions, claim.AttemptNumber > 1) {
 		return true
 	}
 	for try := 0; ; try++ {
@@ -177,9 +186,14 @@ func (l *loop) serve(ctx context.Context, room string) bool {
 }
 
 // post sends the reply unless the guard finds it; after an ambiguous
-// failure it reads the room again before another try. It reports whether
-// the reply is known to be in the room.
-func (l *loop) post(ctx context.Context, room, key, content string, mentions []wire.Mention) bool {
+// failure it reads the room again, once that POST has settled, before
+// another try; a message served again (again) may hold an earlier life's
+// POST, settled once this life is settle old. It reports whether the
+// reply is known to be in the room.
+func (l *loop) post(ctx context.Context, room, key, content string, mentions []wire.Mention, again bool) bool {
+	if again && !l.fl.noSettle {
+		pause(ctx, time.Until(l.began.Add(settle)))
+	}
 	for try := 0; try < 4 && ctx.Err() == nil; try++ {
 		found, err := l.guard(ctx, room, key)
 		if err != nil {
@@ -209,7 +223,11 @@ func (l *loop) post(ctx context.Context, room, key, content string, mentions []w
 			}
 			return false
 		}
-		pause(ctx, 50*time.Millisecond)
+		if l.fl.noSettle {
+			pause(ctx, 50*time.Millisecond)
+		} else {
+			pause(ctx, settle) // it may still land: read only once it cannot
+		}
 	}
 	return false
 }

@@ -51,7 +51,7 @@ var (
 		build: func(b *builder) trial { return b.faulted(1, 4, b.kills(proof.KillAfter, fakeband.EndpointPost)) }}
 	defLostAck = &checkDef{name: "lost-ack", doc: "lose, fail or kill the processed mark",
 		build: func(b *builder) trial { return b.faulted(1, 4, b.lostAcks) }}
-	defLostReply = &checkDef{name: "lost-reply", doc: "lose or fail the answer to a reply POST while the agent lives, some applied and answered 5xx or after the client gave up",
+	defLostReply = &checkDef{name: "lost-reply", doc: "lose or fail the answer to a reply POST, some applied and answered 5xx or after the client gave up, some applied late (after the client gave up, or after it died)",
 		build: func(b *builder) trial { return b.faulted(1, 4, b.lostReplies) }}
 	defDuplicateDelivery = &checkDef{name: "duplicate-delivery", doc: "serve messages again: stale /next, duplicated pushes, lost claims",
 		build: func(b *builder) trial { return b.faulted(2, 5, b.duplicates) }}
@@ -209,7 +209,26 @@ func (b *builder) lostReplies(_, span int) []proof.Event {
 		}
 		out = append(out, e)
 	}
-	return out
+	return append(out, b.appliedLate(span)...)
+}
+
+// appliedLate draws, in one schedule of three, a reply POST that Band
+// applies late: after its sender gave up on it (within twice its request
+// timeout, the bound the Shell assumes), or while its sender dies, so that
+// it lands in the next life. It draws from a stream of its own, so the
+// other faults of the check are drawn as they were before it.
+func (b *builder) appliedLate(span int) []proof.Event {
+	r := seedrand.Named(b.seed, "applied-late")
+	if r.IntN(3) != 0 {
+		return nil
+	}
+	e := proof.Event{At: r.Between(1, span), Endpoint: fakeband.EndpointPost, Kind: proof.ApplyLate}
+	if r.IntN(2) == 0 {
+		e.Delay = r.Duration(simRequestTimeout+time.Millisecond, 2*simRequestTimeout)
+		return []proof.Event{e}
+	}
+	e.Delay = r.Duration(100*time.Millisecond, 2*simRequestTimeout)
+	return []proof.Event{e, {At: e.At + 1, Kind: []proof.EventKind{proof.KillBefore, proof.KillAfter}[r.IntN(2)]}}
 }
 
 func (b *builder) duplicates(_, span int) []proof.Event {

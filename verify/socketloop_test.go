@@ -60,6 +60,9 @@ type sockAgent struct {
 	me   string
 	end  context.CancelCauseFunc
 	life context.Context // the life's context, which a supersede does not end
+	// began is this life's start: an earlier life's POST may land until
+	// began+settle.
+	began time.Time
 
 	mu         sync.Mutex
 	order      []string // rooms, in the order found
@@ -88,7 +91,7 @@ type sockTurn struct {
 }
 
 func (a *sockAgent) run(ctx context.Context) error {
-	a.life = ctx
+	a.life, a.began = ctx, time.Now()
 	ctx, a.end = context.WithCancelCause(ctx)
 	defer a.end(nil)
 	for ctx.Err() == nil {
@@ -389,7 +392,8 @@ func (a *sockAgent) serve(ctx context.Context, room string) bool {
 		a.serving(t, m.ID)
 		defer a.disarm(room, t)
 	}
-	if _, err := a.c.Processing(ctx, room, m.ID); err != nil {
+	claim, err := a.c.Processing(ctx, room, m.ID)
+	if err != nil {
 		if t != nil && a.abortOf(t) == "interrupt" {
 			a.consume(m.ID) // consume it when it comes back
 		}
@@ -438,7 +442,7 @@ func (a *sockAgent) serve(ctx context.Context, room string) bool {
 		key = spec.Key
 	}
 	content := "done: " + body + "\n[dedup_key:" + key + "]"
-	switch fate := a.post(ctx, t, room, key, content, []wire.Mention{{ID: m.SenderID}}); fate {
+	switch fate := a.post(ctx, t, room, key, content, []wire.Mention{{ID: m.SenderID}}, claim.AttemptNumber > 1); fate {
 	case "posted":
 		a.ack(ctx, room, m.ID)
 	case "interrupt", "stop":
@@ -449,10 +453,15 @@ func (a *sockAgent) serve(ctx context.Context, room string) bool {
 
 // post sends the reply unless the guard finds it. The turn's fate is
 // committed right before the first POST: a signal before that aborts it.
-// After a failure it reads the room again before another try, and sends
-// nothing new once a signal came after the commit. It returns "posted",
-// the signal that ended the turn, or "" (try again later).
-func (a *sockAgent) post(ctx context.Context, t *sockTurn, room, key, content string, mentions []wire.Mention) string {
+// After a failure it reads the room again, once that POST has settled,
+// before another try, and sends nothing new once a signal came after the
+// commit; a message served again (again) waits until an earlier life's
+// POST has settled. It returns "posted", the signal that ended the turn,
+// or "" (try again later).
+func (a *sockAgent) post(ctx context.Context, t *sockTurn, room, key, content string, mentions []wire.Mention, again bool) string {
+	if again {
+		pause(ctx, time.Until(a.began.Add(settle)))
+	}
 	sent := false
 	for try := 0; try < 4 && ctx.Err() == nil; try++ {
 		found, err := a.guard(ctx, room, key)
@@ -473,7 +482,7 @@ func (a *sockAgent) post(ctx context.Context, t *sockTurn, room, key, content st
 		if _, err := a.c.Post(ctx, room, content, mentions); err == nil {
 			return "posted"
 		}
-		pause(ctx, 50*time.Millisecond)
+		pause(ctx, settle) // it may still land: read only once it cannot
 	}
 	return ""
 }
