@@ -12,6 +12,18 @@ import (
 // deadLetterChecks hold a bandonce.DeadLetterLedger to its contract; a
 // ledger that is not one skips them, saying so.
 var deadLetterChecks = []check{
+	{name: "FreeTextReadsBackWhateverItHolds", run: func(t tester, s *session) {
+		// A room member writes what they like: a NUL byte, U+FFFE, invalid
+		// sequences of a ledger's own escaping.
+		l := deadLetterLedger(t, s)
+		d := sampleDeadLetter("room-1", "m1", 0)
+		d.Content, d.SenderName, d.Reason = "nul\x00 here \uFFFE0 and \uFFFE\uFFFE", "A\x00da", "failed: \x00"
+		require.NoError(t, l.AddDeadLetter(s.ctx, d))
+		got, err := l.DeadLetters(s.ctx)
+		require.NoError(t, err)
+		require.Len(t, got, 1, "the dead letter is kept")
+		assertDeadLetter(t, d, got[0])
+	}},
 	{name: "ReadBackAsWritten", run: func(t tester, s *session) {
 		l := deadLetterLedger(t, s)
 		d := sampleDeadLetter("room-1", "m1", 0)

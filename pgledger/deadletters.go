@@ -36,7 +36,7 @@ func (l *Ledger) deadLetterSQL(text string) string {
 // committed before it returns, by the lease's holder only.
 func (l *Ledger) AddDeadLetter(ctx context.Context, d bandonce.DeadLetter) error {
 	err := l.write(ctx, "add dead letter", 0, l.deadLetterSQL(fenced(addDeadLetterSQL)),
-		d.RoomID, d.MessageID, d.SenderID, d.SenderName, d.SenderType, d.Content, d.Failures, d.Reason, d.At.UTC())
+		d.RoomID, d.MessageID, d.SenderID, storable(d.SenderName), d.SenderType, storable(d.Content), d.Failures, storable(d.Reason), d.At.UTC())
 	if err != nil {
 		return fmt.Errorf("pgledger: add dead letter of message %q in room %q: %w", d.MessageID, d.RoomID, err)
 	}
@@ -70,10 +70,52 @@ func (l *Ledger) DeadLetters(ctx context.Context) ([]bandonce.DeadLetter, error)
 			return nil, fmt.Errorf("pgledger: list dead letters: %w", err)
 		}
 		d.At = at.UTC()
+		d.SenderName, d.Content, d.Reason = unstorable(d.SenderName), unstorable(d.Content), unstorable(d.Reason)
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgledger: list dead letters: %w", err)
 	}
 	return out, nil
+}
+
+// A dead letter's free text (a message's content, a sender's name, the
+// reason) is whatever a room member wrote, and may hold a NUL byte, which
+// PostgreSQL's text cannot: stored raw, the record would be refused and
+// the dead letter lost. storable escapes it reversibly with U+FFFE, a
+// noncharacter no text carries: U+FFFE itself becomes two of them, a NUL
+// U+FFFE and '0'. unstorable undoes it.
+const textEscape = "\uFFFE"
+
+func storable(s string) string {
+	if !strings.ContainsRune(s, 0) && !strings.Contains(s, textEscape) {
+		return s
+	}
+	return strings.NewReplacer(textEscape, textEscape+textEscape, "\x00", textEscape+"0").Replace(s)
+}
+
+func unstorable(s string) string {
+	if !strings.Contains(s, textEscape) {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, textEscape)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		s = s[i+len(textEscape):]
+		switch {
+		case strings.HasPrefix(s, textEscape):
+			b.WriteString(textEscape)
+			s = s[len(textEscape):]
+		case strings.HasPrefix(s, "0"):
+			b.WriteByte(0)
+			s = s[1:]
+		default: // not written by storable: kept as it is
+			b.WriteString(textEscape)
+		}
+	}
 }
