@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/oracle"
 	"github.com/band-once/bandonce/proof"
 )
 
@@ -88,12 +89,15 @@ func workAfterReturn(o *observation) *verdict {
 }
 
 func failedAfterReply(o *observation) *verdict {
-	if len(o.failedAfterReply) == 0 {
+	o.mu.Lock()
+	failed := oracle.FailedAfterReply(o.sightings)
+	o.mu.Unlock()
+	if len(failed) == 0 {
 		return nil
 	}
 	return &verdict{"failed-after-reply", fmt.Sprintf(
 		"a failed acknowledgement became a failure: %s was marked failed after its reply was posted",
-		o.label(o.failedAfterReply[0]))}
+		o.label(failed[0]))}
 }
 
 func keyChanged(o *observation) *verdict {

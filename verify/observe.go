@@ -44,9 +44,9 @@ type observation struct {
 	// repliedOK is, per life, the messages whose reply POST that life saw
 	// succeed.
 	repliedOK map[lifeMessage]bool
-	// failedAfterReply are messages a life marked failed after it saw their
-	// reply posted.
-	failedAfterReply []string
+	// sightings are the replies each life saw posted and the failed marks
+	// it sent, in order, for oracle.FailedAfterReply.
+	sightings []oracle.Sighting
 	// rejections are the posts Band refused (see rejected.go).
 	rejections []rejection
 	// handlers are the Shell adapter's handler calls.
@@ -272,9 +272,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	case fakeband.EndpointFailed:
 		o.closeLoopTurns(r.life, msg)
 		o.mu.Lock()
-		if o.repliedOK[lifeMessage{r.life, msg}] {
-			o.failedAfterReply = append(o.failedAfterReply, msg)
-		}
+		o.sightings = append(o.sightings, oracle.Sighting{Life: r.life, Msg: msg, Failed: true})
 		o.mu.Unlock()
 	}
 	if x := ExternalFrom(req.Context()); req.Method == http.MethodGet && x != nil && x.turn != nil {
@@ -296,6 +294,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if ep == fakeband.EndpointPost && msg != "" && err == nil && resp.StatusCode/100 == 2 {
 		o.repliedOK[lifeMessage{r.life, msg}] = true
+		o.sightings = append(o.sightings, oracle.Sighting{Life: r.life, Msg: msg, Replied: true})
 	}
 	o.mu.Unlock()
 	if ep == fakeband.EndpointNext && err == nil && resp.StatusCode == http.StatusOK {

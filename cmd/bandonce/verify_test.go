@@ -284,6 +284,7 @@ func TestVerifyNamesTheRuleEachFlawBreaks(t *testing.T) {
 		{"-hang-ack", "transient-errors", []string{"-shrink", "1", "-quiet", "5s"}, `none-pending: r\dm\d was left "processing"`, "quiet"},
 		{"-no-term", "transient-errors", []string{"-shrink", "1", "-grace", "1s"}, `sigterm: the agent was still running \S+ after SIGTERM`, "sigterm"},
 		{"-remember", "kill-before-post", []string{"-shrink", "1"}, `no-double-write: a memory written twice under key "flawed:mem:[0-9a-f-]+"`, "no-double-write"},
+		{"-fail-after-reply", "transient-errors", []string{"-shrink", "1"}, `one-outcome: a failed acknowledgement became a failure: r\dm\d was marked failed after its reply was posted`, "one-outcome"},
 	} {
 		t.Run(c.flag, func(t *testing.T) {
 			t.Parallel()

@@ -142,3 +142,36 @@ func (j *Judgement[I, V]) First(order []I) V {
 	var none V
 	return none
 }
+
+// A Sighting is one thing a life of the agent did or saw of a message, in
+// the order the judge observed them: its reply POST answered 2xx (the
+// life knows the reply is posted), or a failed mark it sent.
+type Sighting struct {
+	Life    int
+	Msg     string
+	Replied bool // the life saw its reply POST answered 2xx
+	Failed  bool // the life sent a failed mark
+}
+
+// FailedAfterReply returns, in order, the messages a life marked failed
+// after it saw their reply posted: a failed acknowledgement (or any
+// later trouble) made into a failure of work that was done. A later life
+// that marks one failed saw no reply of its own and is not judged here.
+func FailedAfterReply(seen []Sighting) []string {
+	type lifeMsg struct {
+		life int
+		msg  string
+	}
+	replied := map[lifeMsg]bool{}
+	var out []string
+	for _, s := range seen {
+		k := lifeMsg{s.Life, s.Msg}
+		switch {
+		case s.Replied:
+			replied[k] = true
+		case s.Failed && replied[k]:
+			out = append(out, s.Msg)
+		}
+	}
+	return out
+}

@@ -105,3 +105,19 @@ func TestWindowStartIsTheLatestOfTheSayingAndTheRoomsEarlierProcessedMarks(t *te
 	assert.Equal(t, 9, WindowStart(4, 20, []int{0, 9, 3}), "the room's latest processed before done")
 	assert.Equal(t, 4, WindowStart(4, 20, []int{25}), "a message processed after done does not count")
 }
+
+// A failed mark counts against the life that saw its reply posted, and
+// only that life: a later life, which saw no reply of its own, may give
+// the message up.
+func TestAFailedMarkAfterTheLifeSawItsReplyIsJudged(t *testing.T) {
+	got := FailedAfterReply([]Sighting{
+		{Life: 1, Msg: "m1", Replied: true},
+		{Life: 1, Msg: "m2", Failed: true}, // m2's reply was never seen
+		{Life: 1, Msg: "m1", Failed: true}, // judged
+		{Life: 2, Msg: "m3", Replied: true},
+		{Life: 3, Msg: "m3", Failed: true}, // another life
+		{Life: 2, Msg: "m4", Failed: true},
+		{Life: 2, Msg: "m4", Replied: true}, // failed first, answered after
+	})
+	assert.Equal(t, []string{"m1"}, got)
+}

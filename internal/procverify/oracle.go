@@ -397,6 +397,28 @@ func (t *truth) interruptedIn(room, from, to int) bool {
 }
 
 func (t *truth) outcomes(v *judgement) {
+	// A life that saw its reply posted and then marked the message failed
+	// made a failed acknowledgement into a failure (oracle.FailedAfterReply,
+	// as package verify judges it).
+	answerOf := map[string]string{} // post id: the message it answers
+	for id, ps := range t.answers {
+		for _, p := range ps {
+			answerOf[p.ID] = id
+		}
+	}
+	var seen []oracle.Sighting
+	for _, a := range t.attempts {
+		switch {
+		case a.EP == fakeband.EndpointPost && a.Answered && a.Status/100 == 2 && answerOf[a.PostID] != "":
+			seen = append(seen, oracle.Sighting{Life: a.Life, Msg: answerOf[a.PostID], Replied: true})
+		case a.EP == fakeband.EndpointFailed:
+			seen = append(seen, oracle.Sighting{Life: a.Life, Msg: a.Msg, Failed: true})
+		}
+	}
+	failed := map[string]bool{}
+	for _, id := range oracle.FailedAfterReply(seen) {
+		failed[id] = true
+	}
 	for room, ps := range t.orphans {
 		for _, p := range ps {
 			v.Check(OneOutcome)
@@ -413,6 +435,8 @@ func (t *truth) outcomes(v *judgement) {
 		switch {
 		case len(answers) > 0 && answers[0].Seq > done:
 			v.Fail(OneOutcome, "%s was marked processed before its reply was posted", m.Label)
+		case failed[m.ID]:
+			v.Fail(OneOutcome, "a failed acknowledgement became a failure: %s was marked failed after its reply was posted", m.Label)
 		case len(answers) > 0:
 		case t.interruptedIn(m.Room, t.windowStart(m, done), done):
 			v.Interrupted++

@@ -157,7 +157,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				s.count("applied_late")
 			}
 		}
-		rec.writeTo(w) // to nobody, if the agent gave up or died
+		p.answer(w, r, rec, a) // to nobody, if the agent gave up or died
 	case Pause:
 		rec, ok := s.applyFor(l, r, body, a, nil)
 		if !ok {
@@ -165,14 +165,14 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.pause(l, ev.Delay)
-		rec.writeTo(w) // to a holder that wakes mid-turn
+		p.answer(w, r, rec, a) // to a holder that wakes mid-turn
 	case HandOver:
 		rec, ok := s.applyFor(l, r, body, a, nil)
 		if !ok {
 			abort(w)
 			return
 		}
-		rec.writeTo(w)
+		p.answer(w, r, rec, a)
 		go s.handOver(l)
 	case Interrupt, Stop:
 		rec, ok := s.applyFor(l, r, body, a, nil)
@@ -183,7 +183,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if i := s.roomIndex(room); i >= 0 {
 			s.signal(ev.Kind, i, msg, true)
 		}
-		rec.writeTo(w)
+		p.answer(w, r, rec, a)
 	}
 }
 
@@ -195,7 +195,22 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, a *
 		abort(w)
 		return
 	}
+	p.answer(w, r, rec, a)
+}
+
+// answer writes the fake's answer to the agent and records whether it got
+// there: the agent still waiting, its life not over.
+func (p *proxy) answer(w http.ResponseWriter, r *http.Request, rec *recorded, a *attempt) {
 	rec.writeTo(w)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	p.l.mu.Lock()
+	reached := !p.l.dead && r.Context().Err() == nil
+	p.l.mu.Unlock()
+	p.s.mu.Lock()
+	a.Answered = reached
+	p.s.mu.Unlock()
 }
 
 // abort drops the client's connection without an answer.

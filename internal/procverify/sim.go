@@ -121,6 +121,9 @@ type attempt struct {
 	Msg    string
 	Status int    // the answer's status; 0 if there was none
 	PostID string // a reply the fake stored
+	// Answered: the answer reached the agent (it did not die, give up,
+	// or have the answer taken away first).
+	Answered bool
 }
 
 func newSim(ctx context.Context, cfg *settings, s *Schedule) (*sim, error) {

@@ -19,6 +19,9 @@
 //	            Band's Python SDK does (supersede, with -supersede-exit)
 //	-remember   stores a memory of each message, under a key, before its
 //	            reply, at every delivery (no-double-write)
+//	-fail-after-reply  answers, then marks the message failed once, as a
+//	            loop that turns a failed processed mark into a failure does;
+//	            served again, it is marked processed (one-outcome)
 //
 // Each flag breaks the one rule of bandonce verify named after it.
 // Every reply carries a dedup marker; there is no guard.
@@ -58,6 +61,7 @@ var (
 	noTerm   = flag.Bool("no-term", false, "ignore SIGTERM")
 	polite   = flag.Bool("polite", false, "exit 0 when superseded")
 	remember = flag.Bool("remember", false, "store a memory of each message at every delivery")
+	failOnce = flag.Bool("fail-after-reply", false, "mark each message failed once after its reply")
 
 	// replied is closed after the first reply, for -quit and -one-only.
 	replied = make(chan struct{})
@@ -102,6 +106,12 @@ type message struct {
 func handle(ctx context.Context, room string, m message) error {
 	path := "/agent/chats/" + room + "/messages/" + m.ID
 	if _, err := call(ctx, "POST", path+"/processing", struct{}{}, nil); err != nil {
+		return err
+	}
+	if *failOnce && failedOnce[m.ID] {
+		// Served again after the failed mark: answered already, in this
+		// life, so it is only marked processed.
+		_, err := call(ctx, "POST", path+"/processed", struct{}{}, nil)
 		return err
 	}
 	if *ackFirst {
@@ -150,12 +160,21 @@ func handle(ctx context.Context, room string, m message) error {
 			return err
 		}
 	}
+	if *failOnce && !failedOnce[m.ID] {
+		failedOnce[m.ID] = true
+		_, err := call(ctx, "POST", path+"/failed", map[string]any{"reason": "the processed mark failed"}, nil)
+		return err
+	}
 	if !*ackFirst {
 		_, err := call(ctx, "POST", path+"/processed", struct{}{}, nil)
 		return err
 	}
 	return nil
 }
+
+// failedOnce: the messages -fail-after-reply has marked failed, in this
+// life (one goroutine polls).
+var failedOnce = map[string]bool{}
 
 // listen keeps a socket joined to the agent's control topic, and ignores
 // what comes on it.
