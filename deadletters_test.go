@@ -188,10 +188,10 @@ func TestAReplayAfterAReplayKilledMidPOSTAnswersOnce(t *testing.T) {
 		dt := &deadTransport{next: w.band.HTTPClient().Transport, dead: make(chan struct{})}
 		cfg := w.config(echo)
 		cfg.Ledger, cfg.HTTPClient = &deadProcLedger{l, dt.dead}, &http.Client{Transport: dt}
-		s, err := bandonce.New(cfg)
+		first, err := bandonce.New(cfg)
 		require.NoError(t, err)
 		done := make(chan error, 1)
-		go func() { _, err := s.Replay(context.Background(), room.ID, id); done <- err }()
+		go func() { _, err := first.Replay(context.Background(), room.ID, id); done <- err }()
 		time.Sleep(time.Second)
 		close(dt.dead)
 		// (A dead process does not wait; its replay ends on its own.)
@@ -200,9 +200,9 @@ func TestAReplayAfterAReplayKilledMidPOSTAnswersOnce(t *testing.T) {
 		// The second process, on the same ledger.
 		cfg = w.config(echo)
 		cfg.Ledger = l
-		s, err = bandonce.New(cfg)
+		second, err := bandonce.New(cfg)
 		require.NoError(t, err)
-		o, err := s.Replay(context.Background(), room.ID, id)
+		o, err := second.Replay(context.Background(), room.ID, id)
 		require.NoError(t, err)
 		time.Sleep(time.Minute)
 		assert.Equal(t, bandonce.DuplicateDropped, o.Kind, "the first replay's reply, applied late, is found")
