@@ -3,6 +3,7 @@ package agentloop
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -111,4 +112,20 @@ func APIFailure(err error, status int, header http.Header) error {
 		return bandonce.Permanent(err)
 	}
 	return err
+}
+
+// FailureOf is APIFailure for an adapter whose SDK's errors are of type
+// E: answer reads the failed answer's status and response from one.
+// Any other error is returned as it is.
+func FailureOf[E error](err error, answer func(E) (int, *http.Response)) error {
+	var e E
+	if !errors.As(err, &e) {
+		return err
+	}
+	status, resp := answer(e)
+	var header http.Header
+	if resp != nil {
+		header = resp.Header
+	}
+	return APIFailure(err, status, header)
 }

@@ -7,7 +7,6 @@ package anthropicmodel
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -127,16 +126,7 @@ func response(msg *anthropic.Message) agentloop.Response {
 }
 
 // failure is a call's error once the SDK's retries are spent, with what
-// its answer means for the turn (agentloop.APIFailure): a Retry-After
-// waited, a request that can never succeed given up.
+// its answer means for the turn (agentloop.APIFailure).
 func failure(err error) error {
-	var apiErr *anthropic.Error
-	if !errors.As(err, &apiErr) {
-		return err
-	}
-	var header http.Header
-	if apiErr.Response != nil {
-		header = apiErr.Response.Header
-	}
-	return agentloop.APIFailure(err, apiErr.StatusCode, header)
+	return agentloop.FailureOf(err, func(e *anthropic.Error) (int, *http.Response) { return e.StatusCode, e.Response })
 }

@@ -7,7 +7,6 @@ package openaimodel
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -103,16 +102,7 @@ func Params(model shared.ChatModel, req agentloop.Request) (openai.ChatCompletio
 }
 
 // failure is a call's error once the SDK's retries are spent, with what
-// its answer means for the turn (agentloop.APIFailure): a Retry-After
-// waited, a request that can never succeed given up.
+// its answer means for the turn (agentloop.APIFailure).
 func failure(err error) error {
-	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) {
-		return err
-	}
-	var header http.Header
-	if apiErr.Response != nil {
-		header = apiErr.Response.Header
-	}
-	return agentloop.APIFailure(err, apiErr.StatusCode, header)
+	return agentloop.FailureOf(err, func(e *openai.Error) (int, *http.Response) { return e.StatusCode, e.Response })
 }
