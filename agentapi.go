@@ -487,12 +487,9 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 			if at := r.s.late.settledAt(r.id, w.key, t.inherited); time.Now().Before(at) {
 				// A write of this key, by this life or an earlier one,
 				// may still be applied: a read now that does not find it
-				// proves nothing. The handler waits for its write anyway.
-				if err := sleep(ctx, time.Until(at)); err != nil {
-					return fail("waiting for an earlier write to settle", err)
-				}
-				if err := t.forbidden(ctx); err != nil {
-					return zero, false, err
+				// proves nothing.
+				if err := t.settle(ctx, at); err != nil {
+					return fail("unsettled", err)
 				}
 			}
 			v, found, err := w.find(ectx, w.key)

@@ -125,14 +125,10 @@ func (t *turn) emit(ctx context.Context, next func(*turn) effect) error {
 	defer cancel()
 	_, f := t.r.send(ectx, t.attempt, e, func(bool) error { return t.forbidden(ctx) })
 	for f != nil && f.kind == failSettle {
-		// An earlier send of this effect may still land. The handler is
-		// waiting for its effect anyway: it waits here until the send
-		// has settled, then the guard reads the room.
-		if err := sleep(ctx, time.Until(f.until)); err != nil {
-			return fmt.Errorf("bandonce: %s (key %q): waiting for an earlier send to settle: %w", f.call, e.key, err)
-		}
-		if err := t.forbidden(ctx); err != nil {
-			return err
+		// An earlier send of this effect may still land: the guard reads
+		// the room once it has settled.
+		if err := t.settle(ctx, f.until); err != nil {
+			return fmt.Errorf("bandonce: %s (key %q): %w", f.call, e.key, err)
 		}
 		_, f = t.r.send(ectx, t.attempt, e, func(bool) error { return t.forbidden(ctx) })
 	}
@@ -149,6 +145,16 @@ func (t *turn) emit(ctx context.Context, next func(*turn) effect) error {
 		return fmt.Errorf("bandonce: %s: %w", f.call, f.err) // the dedup key may be what holds it
 	}
 	return fmt.Errorf("bandonce: %s (key %q): %w", f.call, e.key, f.err)
+}
+
+// settle waits until an earlier send or write of an effect can no longer
+// land, as the handler waits for its effect anyway; a signal that reached
+// the turn meanwhile is returned instead.
+func (t *turn) settle(ctx context.Context, until time.Time) error {
+	if err := sleep(ctx, time.Until(until)); err != nil {
+		return fmt.Errorf("waiting for an earlier send to settle: %w", err)
+	}
+	return t.forbidden(ctx)
 }
 
 func (t *turn) step(ctx context.Context, name string, fn func(context.Context, string) ([]byte, error)) ([]byte, error) {
