@@ -146,9 +146,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.excuse(1) // the agent may give up on it
 		t := time.NewTimer(ev.Delay)
 		<-t.C
-		l.mu.Lock()
-		gone := l.dead || r.Context().Err() != nil
-		l.mu.Unlock()
+		gone := l.isDead(s) || r.Context().Err() != nil
 		rec := s.serve(r, body, a, nil)
 		if rec.status/100 == 2 {
 			if gone {
@@ -205,9 +203,7 @@ func (p *proxy) answer(w http.ResponseWriter, r *http.Request, rec *recorded, a 
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
-	p.l.mu.Lock()
-	reached := !p.l.dead && r.Context().Err() == nil
-	p.l.mu.Unlock()
+	reached := !p.l.isDead(p.s) && r.Context().Err() == nil
 	p.s.mu.Lock()
 	a.Answered = reached
 	p.s.mu.Unlock()
