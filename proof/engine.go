@@ -26,6 +26,14 @@ const (
 	busyLimit = 2000
 )
 
+// turnStall replaces stallAfter for an event aimed at a kind of
+// request (Event.aimed) while a turn is open (turnOpen): a turn waits
+// seconds on a model, a backoff or a POST settling, and a kill or
+// fault aimed at its reply must wait for the reply, or a slow agent
+// would never meet one. An event aimed at a request's index, a
+// signal or a message fires at the stall: mid-turn is a point too.
+const turnStall = 2 * time.Minute
+
 // Simulate runs one schedule in its own synctest bubble and judges it.
 // It never fails t; the verdict is in the Result.
 func Simulate(t *testing.T, s *Schedule, opts Options) Result {
@@ -266,17 +274,21 @@ func (s *sim) drive(end time.Time) bool {
 		}
 	} else {
 		s.quietSince = time.Time{}
-		if now.Sub(s.progress) >= stallAfter {
-			if s.stallAt == 0 && s.cursor >= len(s.sched.Events) {
+		if since := now.Sub(s.progress); since >= stallAfter {
+			pending := s.cursor < len(s.sched.Events)
+			if s.stallAt == 0 && !pending {
 				s.stallAt = s.released
 			}
 			switch {
-			case s.cursor < len(s.sched.Events):
+			case pending && (since >= turnStall || !s.sched.Events[s.cursor].aimed() || !s.turnOpen()):
 				s.fireNext(false)
 				return true
+			case pending:
+				// A turn is open: its next request may be the one the
+				// event is aimed at.
 			case s.playStopped():
 				return true
-			case now.Sub(s.progress) >= giveUpAfter:
+			case since >= giveUpAfter:
 				s.failure = &Violation{Invariant: Quiet, Reason: s.stuckReason()}
 				return false
 			}
@@ -343,6 +355,40 @@ func (s *sim) stuckReason() string {
 		return "the system did not go quiet"
 	}
 	return fmt.Sprintf("the system did not go quiet: %v", pending)
+}
+
+// turnOpen reports whether a live life holds a claim it has not settled
+// (its processing mark answered 2xx, and no processed or failed mark of
+// the message since) in a room that is not stopped.
+func (s *sim) turnOpen() bool {
+	alive := map[int]bool{}
+	for _, l := range s.slots {
+		if l != nil && !l.ended && !l.exited() {
+			alive[l.n] = true
+		}
+	}
+	type claim struct {
+		life      int
+		room, msg string
+	}
+	open := map[claim]bool{}
+	for _, r := range s.gate.turnRequests() {
+		if !r.OK || !alive[r.Life] {
+			continue
+		}
+		switch c := (claim{r.Life, r.Room, r.Message}); r.Kind {
+		case fakeband.EndpointProcessing:
+			open[c] = true
+		case fakeband.EndpointProcessed, fakeband.EndpointFailed:
+			delete(open, c)
+		}
+	}
+	for c := range open {
+		if !s.band.Stopped(s.agent.ID, c.room) {
+			return true
+		}
+	}
+	return false
 }
 
 // playStopped resumes every room still stopped once nothing else is left

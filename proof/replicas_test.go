@@ -1,6 +1,7 @@
 package proof
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -47,8 +48,18 @@ func TestTheReplicaStormsWitnessesHold(t *testing.T) {
 // prover once ran it from the wake it knew when the push arrived, and
 // failed the holder while it still slept (seed 1274721683, of CI's fresh
 // master seed 1274716391).
+//
+// Its fault on the 11th request, aimed at the POST of the turn the paused
+// holder has open, once fired at the stall (it was dropped) and now
+// waits for the POST, which moves the rest of the schedule: aimed at
+// the 11th request of any kind, it is dropped at the stall again and the
+// schedule runs as it did.
 func TestAHolderPausedAgainAfterASupersedeGetsItsGraceFromItsWake(t *testing.T) {
-	r := Simulate(t, Random(1274721683, GenOptions{Replicas: 2}), Options{})
+	s := Random(1274721683, GenOptions{Replicas: 2})
+	i := slices.IndexFunc(s.Events, func(e Event) bool { return e.Kind == AnswerAfterGiveUp && e.At == 11 })
+	require.GreaterOrEqual(t, i, 0)
+	s.Events[i].Endpoint = ""
+	r := Simulate(t, s, Options{})
 	assert.Nil(t, r.Violation)
 	assert.Equal(t, 3, r.Faults["pause_holder"], "the schedule still pauses the holder three times")
 	assert.Equal(t, 2, r.Faults["supersede"], "and supersedes it twice")

@@ -146,6 +146,10 @@ func (k EventKind) requestBound() bool {
 	return (k >= KillBefore && k <= StaleNext) || k == AppliedThen5xx || k == AnswerAfterGiveUp || k == ApplyLate
 }
 
+// aimed reports whether the event acts on a kind of request (the next
+// POST, the next processed mark) rather than on whatever request comes.
+func (e Event) aimed() bool { return e.Kind.requestBound() && e.Endpoint != "" }
+
 // appliesTo reports whether a request-bound event of kind k can act on a
 // request to ep: the two faults that answer an applied request differently
 // make no sense for a socket upgrade, so they wait for the next request.

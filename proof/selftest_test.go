@@ -32,7 +32,7 @@ func TestBrokenAgentsFailWithTheRightReasonAndAMinimalWitness(t *testing.T) {
 			GenOptions{RepliesOnly: true, NoJoins: true, MinRooms: 1, MaxRooms: 1, MinMessages: 4, MaxMessages: 8}, NoDoublePost, "replies with key", 2},
 		{"interrupt ignored", defects{ignoreInterrupt: true}, replies, InterruptSilence, "sent after the interrupt", 91},
 		{"stop ignored", defects{ignoreStop: true}, replies, StopSilence, "after its stop reached the agent", 2},
-		{"interrupted cycle left for replay", defects{replayInterrupt: true}, replies, InterruptConsumes, "must be consumed, not left for replay", 153},
+		{"interrupted cycle left for replay", defects{replayInterrupt: true}, replies, InterruptConsumes, "must be consumed, not left for replay", 91},
 		{"supersede ignored", defects{ignoreSupersede: true}, replies, SupersedeStops, "kept working after it was superseded", 29},
 		{"POST re-sent after a 5xx", defects{resendOn5xx: true}, replies, NoDoublePost, "replies with key", 16},
 		{"room read before the send settled", defects{readUnsettled: true}, replies, NoDoublePost, "replies with key", 4},

@@ -49,6 +49,11 @@ var gapCatalogue = []broken{
 		[]Option{NoControlSignals()}, []string{"a double post"}},
 	{"a loop that trusts a read before its POST can no longer land", handLoop(loopFlaws{noSettle: true}),
 		[]Option{NoControlSignals()}, []string{"a double post"}},
+	// A turn that waits on a model made no mark for longer than the
+	// engine's stall window, which fired the kill aimed at its reply
+	// before the reply: an unguarded POST was never killed after it.
+	{"a loop without a guard whose turn takes 20 s", handLoop(loopFlaws{noGuard: true, think: 20 * time.Second}),
+		[]Option{NoControlSignals()}, []string{"a double post"}},
 
 	// Rules: effects and their deliveries.
 	{"an effect key with a per-process id in it", perLife(func(pid string) bandonce.Handler {
@@ -126,6 +131,15 @@ func TestEveryGapHasABrokenAgentCaught(t *testing.T) {
 			t.Logf("%s: %s (seed %d)", res.Check, res.Reason, res.FirstViolatingSeed)
 		})
 	}
+}
+
+// A correct loop whose turns wait on a model for 20 s passes: the kills
+// and faults aimed at its replies wait for them.
+func TestACorrectLoopWithSlowTurnsPasses(t *testing.T) {
+	m := newMockT(t)
+	res := ExactlyOnce(m, handLoop(loopFlaws{think: 20 * time.Second}), quickly(NoControlSignals())...)
+	require.True(t, res.OK, "%s: %s\n%s", res.Check, res.Reason, strings.Join(res.Witness, "\n"))
+	assert.Empty(t, m.Errors())
 }
 
 func TestACorrectSocketLoopPasses(t *testing.T) {

@@ -262,12 +262,24 @@ func TestALongLineOfTheAgentsOutputIsCut(t *testing.T) {
 // was applied, and Run names the rule, lists the schedule and shrinks a
 // witness that starts with the message.
 func TestRunCatchesARealAgentThatDoublesItsReply(t *testing.T) {
+	catchesTheUnguardedPoller(t)
+}
+
+// The same poller whose turns take 3 s, longer than the stall window: the
+// kill aimed at its reply waits for the reply rather than fire while it
+// thinks, so a slow agent meets it too.
+func TestRunCatchesASlowAgentThatDoublesItsReply(t *testing.T) {
+	catchesTheUnguardedPoller(t, "--think=3")
+}
+
+func catchesTheUnguardedPoller(t *testing.T, args ...string) {
+	t.Helper()
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 is not installed: the Python agent cannot run")
 	}
 	rep, err := Run(t.Context(), Config{
-		Command: []string{python, "../../cmd/bandonce/testdata/unguarded_poller.py"}, NoSocket: true,
+		Command: append([]string{python, "../../cmd/bandonce/testdata/unguarded_poller.py"}, args...), NoSocket: true,
 		Checks: []string{"kill-after-post"}, Schedules: 1, ShrinkBudget: 2, Seed: 1,
 	})
 	require.NoError(t, err)

@@ -122,6 +122,10 @@ type Event struct {
 	Delay      time.Duration
 }
 
+// aimed reports whether the event acts on a kind of request (the next
+// POST, the next processed mark) rather than on whatever request comes.
+func (e Event) aimed() bool { return e.requestBound() && e.Endpoint != "" }
+
 // requestBound reports whether the event acts on a request of the agent.
 func (e Event) requestBound() bool {
 	switch e.Kind {

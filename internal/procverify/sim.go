@@ -29,6 +29,13 @@ const (
 	pushReadWait = 250 * time.Millisecond
 )
 
+// turnStall replaces stallAfter for an event aimed at a kind of
+// request (Event.aimed) while a turn is open (turnOpen): a turn waits
+// seconds on a model, a backoff or a POST settling, and a kill or
+// fault aimed at its reply must wait for the reply, or a slow agent
+// would never meet one. Any other event fires at the stall.
+const turnStall = 30 * time.Second
+
 // sim is one schedule in progress against the agent's process.
 type sim struct {
 	cfg   *settings
@@ -344,10 +351,14 @@ func (s *sim) step(end time.Time) bool {
 	end = end.Add(s.cfg.Quiet * time.Duration(s.owedTotal))
 	s.mu.Unlock()
 	if stalled {
+		pending := s.pending()
 		switch {
-		case s.pending():
+		case pending && (sinceProgress >= turnStall || !s.nextEvent().aimed() || !s.turnOpen()):
 			s.fireNext(false)
 			return true
+		case pending:
+			// A turn is open: its next request may be the one the event
+			// is aimed at. Quiet still bounds it.
 		case s.playStopped():
 			return true
 		case sinceProgress >= giveUp:
@@ -360,6 +371,47 @@ func (s *sim) step(end time.Time) bool {
 		return false
 	}
 	return true
+}
+
+// nextEvent is the event at the cursor; pending must be true.
+func (s *sim) nextEvent() Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sched.Events[s.cursor]
+}
+
+// turnOpen reports whether a life that may still run holds a claim it
+// has not settled (its processing mark applied, and no processed or failed
+// mark of the message since) in a room that is not stopped.
+func (s *sim) turnOpen() bool {
+	type claim struct {
+		life      int
+		room, msg string
+	}
+	open := map[claim]bool{}
+	s.mu.Lock()
+	for _, a := range s.attempts {
+		if a.Status/100 != 2 {
+			continue
+		}
+		switch c := (claim{a.Life, a.Room, a.Msg}); a.EP {
+		case fakeband.EndpointProcessing:
+			open[c] = true
+		case fakeband.EndpointProcessed, fakeband.EndpointFailed:
+			delete(open, c)
+		}
+	}
+	lives := append([]*life(nil), s.lives...)
+	s.mu.Unlock()
+	for c := range open {
+		// A life's proxy serves before the life is listed: one not
+		// listed yet is starting, so it may run.
+		running := c.life > len(lives) || lives[c.life-1].reason() == ""
+		if running && !s.band.Stopped(s.agent.ID, c.room) {
+			return true
+		}
+	}
+	return false
 }
 
 // excuse records n failures injected into the agent's requests (error

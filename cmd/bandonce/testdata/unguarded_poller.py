@@ -7,6 +7,9 @@ marks the message processed. It has no guard: when it is killed after its
 reply was posted but before the processed mark, Band serves the message
 again and it answers a second time. Everything else it does right: it
 survives 429s, 5xx and dropped connections, and exits 0 on SIGTERM.
+
+With --think=S each turn takes S seconds before its reply, as a turn that
+waits on a model does.
 """
 
 import json
@@ -21,6 +24,7 @@ import urllib.request
 BASE = os.environ["BAND_BASE_URL"].rstrip("/")
 KEY = os.environ["BAND_API_KEY"]
 MARKER = re.compile(r"@\[\[[0-9A-Fa-f-]{36}\]\]\s*")
+THINK = float(next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--think=")), "0"))
 
 
 def call(method, path, body=None):
@@ -37,6 +41,7 @@ def call(method, path, body=None):
 def handle(room, msg):
     path = "/agent/chats/%s/messages/%s" % (room, msg["id"])
     call("POST", path + "/processing", {})
+    time.sleep(THINK)
     text = MARKER.sub("", msg["content"]).strip()
     call("POST", "/agent/chats/%s/messages" % room, {
         "message": {"content": "echo: " + text, "mentions": [{"id": msg["sender_id"]}]},
