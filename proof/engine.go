@@ -357,9 +357,11 @@ func (s *sim) stuckReason() string {
 	return fmt.Sprintf("the system did not go quiet: %v", pending)
 }
 
-// turnOpen reports whether a live life holds a claim it has not settled
-// (its processing mark answered 2xx, and no processed or failed mark of
-// the message since) in a room that is not stopped.
+// turnOpen reports whether a turn is open: a message Band holds in
+// processing, in a room not stopped, whose last claim came from a life
+// that still runs. Band's state rather than the answers the agent got, so
+// a processed mark applied with its answer lost closes the turn, and so
+// does the mark of another replica.
 func (s *sim) turnOpen() bool {
 	alive := map[int]bool{}
 	for _, l := range s.slots {
@@ -367,24 +369,15 @@ func (s *sim) turnOpen() bool {
 			alive[l.n] = true
 		}
 	}
-	type claim struct {
-		life      int
-		room, msg string
-	}
-	open := map[claim]bool{}
+	type claim struct{ room, msg string }
+	last := map[claim]int{} // the life that claimed it last
 	for _, r := range s.gate.turnRequests() {
-		if !r.OK || !alive[r.Life] {
-			continue
-		}
-		switch c := (claim{r.Life, r.Room, r.Message}); r.Kind {
-		case fakeband.EndpointProcessing:
-			open[c] = true
-		case fakeband.EndpointProcessed, fakeband.EndpointFailed:
-			delete(open, c)
+		if r.Kind == fakeband.EndpointProcessing {
+			last[claim{r.Room, r.Message}] = r.Life
 		}
 	}
-	for c := range open {
-		if !s.band.Stopped(s.agent.ID, c.room) {
+	for c, l := range last {
+		if alive[l] && s.band.Status(s.agent.ID, c.msg) == fakeband.StatusProcessing && !s.band.Stopped(s.agent.ID, c.room) {
 			return true
 		}
 	}

@@ -152,3 +152,22 @@ func TestRepliesOptionalAcceptsASilentConsumeButNothingElse(t *testing.T) {
 	assert.Nil(t, res.Violation)
 	assert.Empty(t, res.Found)
 }
+
+// A processed mark applied with its answer lost closes the turn, as Band
+// sees it: the faults aimed at POSTs that will not come (its room is done,
+// the other one stopped) fire at the stall, not after two minutes each,
+// which once took this schedule past its deadline.
+func TestAMarkWhoseAnswerWasLostClosesTheTurn(t *testing.T) {
+	ev := []Event{
+		{Kind: Say, Room: 0, Spec: MessageSpec{Label: "r1m1"}},
+		{At: 1, Kind: LoseResponse, Endpoint: fakeband.EndpointProcessed},
+		{At: 1, After: 5 * time.Second, Kind: Stop, Room: 1},
+	}
+	for range 8 {
+		ev = append(ev, Event{At: 1, Kind: Throttle, Endpoint: fakeband.EndpointPost})
+	}
+	ev = append(ev, Event{At: 1, Kind: Play, Room: 1})
+	r := Simulate(t, &Schedule{Seed: 7, Name: "lost mark answer", Rooms: 2, Events: ev}, Options{})
+	assert.Nil(t, r.Violation)
+	assert.Positive(t, r.Faults["lost_response"], "the mark's answer was lost")
+}

@@ -351,14 +351,14 @@ func (s *sim) step(end time.Time) bool {
 	end = end.Add(s.cfg.Quiet * time.Duration(s.owedTotal))
 	s.mu.Unlock()
 	if stalled {
-		pending := s.pending()
+		pending, aimed := s.nextAimed()
 		switch {
-		case pending && (sinceProgress >= turnStall || !s.nextEvent().aimed() || !s.turnOpen()):
+		case pending && (sinceProgress >= turnStall || !aimed || !s.turnOpen()):
 			s.fireNext(false)
 			return true
 		case pending:
 			// A turn is open: its next request may be the one the event
-			// is aimed at. Quiet still bounds it.
+			// is aimed at, for up to turnStall.
 		case s.playStopped():
 			return true
 		case sinceProgress >= giveUp:
@@ -373,41 +373,39 @@ func (s *sim) step(end time.Time) bool {
 	return true
 }
 
-// nextEvent is the event at the cursor; pending must be true.
-func (s *sim) nextEvent() Event {
+// nextAimed reports whether an event is pending, and whether it is aimed
+// at a kind of request (Event.aimed): one look under one lock, as a
+// proxy may fire the event at the cursor meanwhile.
+func (s *sim) nextAimed() (pending, aimed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sched.Events[s.cursor]
+	if s.cursor >= len(s.sched.Events) {
+		return false, false
+	}
+	return true, s.sched.Events[s.cursor].aimed()
 }
 
-// turnOpen reports whether a life that may still run holds a claim it
-// has not settled (its processing mark applied, and no processed or failed
-// mark of the message since) in a room that is not stopped.
+// turnOpen reports whether a turn is open: a message Band holds in
+// processing, in a room not stopped, whose last applied claim came from a
+// life that may still run. Band's state rather than the answers the agent
+// got, so a mark applied with its answer lost closes the turn, and so
+// does the mark of another replica.
 func (s *sim) turnOpen() bool {
-	type claim struct {
-		life      int
-		room, msg string
-	}
-	open := map[claim]bool{}
+	type claim struct{ room, msg string }
+	last := map[claim]int{} // the life whose claim was applied last
 	s.mu.Lock()
 	for _, a := range s.attempts {
-		if a.Status/100 != 2 {
-			continue
-		}
-		switch c := (claim{a.Life, a.Room, a.Msg}); a.EP {
-		case fakeband.EndpointProcessing:
-			open[c] = true
-		case fakeband.EndpointProcessed, fakeband.EndpointFailed:
-			delete(open, c)
+		if a.EP == fakeband.EndpointProcessing && a.Status/100 == 2 {
+			last[claim{a.Room, a.Msg}] = a.Life
 		}
 	}
 	lives := append([]*life(nil), s.lives...)
 	s.mu.Unlock()
-	for c := range open {
+	for c, n := range last {
 		// A life's proxy serves before the life is listed: one not
 		// listed yet is starting, so it may run.
-		running := c.life > len(lives) || lives[c.life-1].reason() == ""
-		if running && !s.band.Stopped(s.agent.ID, c.room) {
+		running := n > len(lives) || lives[n-1].reason() == ""
+		if running && s.band.Status(s.agent.ID, c.msg) == fakeband.StatusProcessing && !s.band.Stopped(s.agent.ID, c.room) {
 			return true
 		}
 	}
@@ -552,9 +550,9 @@ func (s *sim) fireDue(now time.Time) bool {
 // dropped: it never fired.
 func (s *sim) fireNext(quiet bool) {
 	s.mu.Lock()
-	if s.busy {
+	if s.busy || s.cursor >= len(s.sched.Events) {
 		s.mu.Unlock()
-		return
+		return // or a proxy fired it meanwhile
 	}
 	ev := s.sched.Events[s.cursor]
 	if ev.requestBound() {
