@@ -65,6 +65,16 @@ func (db *testDB) opts(agent, holder string) Options {
 	return Options{AgentID: agent, Schema: db.schema, Holder: holder, LeaseTime: 600 * time.Millisecond, Logger: quiet}
 }
 
+// steadyOpts are opts with a lease a loaded machine's renewals keep, for
+// the tests that are not about a lease running out: beside the race
+// suite a renewal of the short one comes late, and the term ends under
+// them (a write refused, a term more than they count).
+func (db *testDB) steadyOpts(agent, holder string) Options {
+	o := db.opts(agent, holder)
+	o.LeaseTime = 30 * time.Second
+	return o
+}
+
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func (db *testDB) open(t testing.TB, opts Options) *Store {

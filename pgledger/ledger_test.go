@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
@@ -20,7 +19,7 @@ import (
 func newLedger(t *testing.T) (*testDB, *Ledger) {
 	t.Helper()
 	db := newTestDB(t)
-	_, tm := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
+	_, tm := lead(t, db.open(t, db.steadyOpts(testAgent, "holder-a")))
 	return db, tm.ledger
 }
 
@@ -34,13 +33,8 @@ func TestLedgerKeepsTheContract(t *testing.T) {
 		leader *leader
 	}
 	holders := map[*Ledger]holder{}
-	// The contract is not about the lease: one long enough that a loaded
-	// machine's renewals always come in time (a handover releases it).
-	opts := func(db *testDB, holder string) Options {
-		o := db.opts(testAgent, holder)
-		o.LeaseTime = 30 * time.Second
-		return o
-	}
+	// The contract is not about the lease (a handover releases it).
+	opts := func(db *testDB, holder string) Options { return db.steadyOpts(testAgent, holder) }
 	ledgertest.Run(t,
 		func(t *testing.T) bandonce.Ledger {
 			db := newTestDB(t)
@@ -84,8 +78,8 @@ func TestWritesAreVisibleToOtherConnectionsWhenTheyReturn(t *testing.T) {
 func TestRecordsAreNamespacedPerAgent(t *testing.T) {
 	ctx := context.Background()
 	db := newTestDB(t)
-	_, a := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
-	_, b := lead(t, db.open(t, db.opts("agent-other", "holder-b")))
+	_, a := lead(t, db.open(t, db.steadyOpts(testAgent, "holder-a")))
+	_, b := lead(t, db.open(t, db.steadyOpts("agent-other", "holder-b")))
 	require.NoError(t, a.ledger.SetKey(ctx, "room-a", "k", bandonce.KeyAccepted))
 	require.NoError(t, a.ledger.SetAckPending(ctx, "room-a", "m", true))
 	require.NoError(t, a.ledger.SetStep(ctx, "room-a", "m1", "charge", []byte("a")))
@@ -121,10 +115,7 @@ func TestDeletionsLeaveNoRow(t *testing.T) {
 func TestStatsCountEveryStatement(t *testing.T) {
 	ctx := context.Background()
 	db := newTestDB(t)
-	// Not about the lease: one a loaded machine's renewals keep.
-	opts := db.opts(testAgent, "holder-a")
-	opts.LeaseTime = 30 * time.Second
-	first, tm := lead(t, db.open(t, opts))
+	first, tm := lead(t, db.open(t, db.steadyOpts(testAgent, "holder-a")))
 	l := tm.ledger
 	const rooms, messages = 8, 10
 	var wg sync.WaitGroup

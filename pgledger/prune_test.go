@@ -14,9 +14,9 @@ import (
 func TestPruneDeletesOnlyInRoomKeysAckAndStepRecordsBeforeTheCutoff(t *testing.T) {
 	ctx := context.Background()
 	db := newTestDB(t)
-	s := db.open(t, db.opts(testAgent, "holder-a"))
+	s := db.open(t, db.steadyOpts(testAgent, "holder-a"))
 	_, tm := lead(t, s)
-	_, other := lead(t, db.open(t, db.opts("agent-other", "holder-b")))
+	_, other := lead(t, db.open(t, db.steadyOpts("agent-other", "holder-b")))
 	l := tm.ledger
 
 	require.NoError(t, l.SetKey(ctx, "room-1", "old-intent", bandonce.KeyIntent))

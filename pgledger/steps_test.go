@@ -17,7 +17,7 @@ func TestAStepOfAFormerHolderIsFenced(t *testing.T) {
 	first, a := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
 	first.stop()
 	require.NoError(t, first.wait(t))
-	_, b := lead(t, db.open(t, db.opts(testAgent, "holder-b")))
+	_, b := lead(t, db.open(t, db.steadyOpts(testAgent, "holder-b")))
 
 	require.ErrorIs(t, a.ledger.SetStep(ctx, "room-1", "m1", "charge", []byte("stale")), ErrFenced)
 	_, ok, err := b.ledger.Step(ctx, "room-1", "m1", "charge")
@@ -36,7 +36,7 @@ func TestOpenMigratesASchemaFromBeforeSteps(t *testing.T) {
 	db.exec(t, `INSERT INTO {s}.migrations (version, name) VALUES (1, $1)`, migrations[0].name)
 	db.exec(t, `INSERT INTO {s}.keys VALUES ($1, 'room-1', 'k', 2, 1, now())`, testAgent)
 
-	_, tm := lead(t, db.open(t, db.opts(testAgent, "holder-a")))
+	_, tm := lead(t, db.open(t, db.steadyOpts(testAgent, "holder-a")))
 	assert.Equal(t, len(migrations), db.count(t, `SELECT count(*) FROM {s}.migrations`))
 	got, err := tm.ledger.Key(ctx, "room-1", "k")
 	require.NoError(t, err)
