@@ -181,7 +181,7 @@ func TestTheAssistantProcessSurvivesSIGKILLAtEveryRequestOfATurn(t *testing.T) {
 					// lost and taken again, which may repeat the step in
 					// flight once (its record not yet written).
 					extra := r.shells - 2
-					assertModelCalls(t, want, r.model.Answered(), extra)
+					assertModelCalls(t, want, r.model.Answered(), extra, after)
 					if !(after && turn[at-1] == "POST refunds") {
 						for key, n := range r.payments.Calls() {
 							assert.LessOrEqual(t, n, 1+extra, "the journal kept the refund step from running again (%s)", key)
@@ -195,10 +195,13 @@ func TestTheAssistantProcessSurvivesSIGKILLAtEveryRequestOfATurn(t *testing.T) {
 
 // assertModelCalls checks how many times each step's model call was
 // answered: exactly want, or, when extra shells ran (a lease lost and
-// taken again on a busy machine), no step fewer times and at most one
-// call more per extra shell, since each can repeat only the step it
-// was in.
-func assertModelCalls(t *testing.T, want, got map[int]int, extra int) {
+// taken again on a busy machine), every step at least once and no more
+// calls repeated than one per extra shell (each can repeat only the step
+// it was in) and one for a kill after a call's answer. A shell more in
+// the first life repeats requests before the kill, so the kill may come
+// at another step than the dry run's numbering says: which step was
+// asked again is not checked then.
+func assertModelCalls(t *testing.T, want, got map[int]int, extra int, after bool) {
 	t.Helper()
 	if extra <= 0 {
 		assert.Equal(t, want, got, "each model call made once per journaled step")
@@ -208,8 +211,13 @@ func assertModelCalls(t *testing.T, want, got map[int]int, extra int) {
 	more := 0
 	for step, n := range got {
 		assert.Contains(t, want, step, "step %d is not in the script", step)
-		assert.GreaterOrEqual(t, n, want[step], "step %d", step)
-		more += n - want[step]
+		more += n - 1
+	}
+	for step := range want {
+		assert.GreaterOrEqual(t, got[step], 1, "step %d", step)
+	}
+	if after {
+		extra++ // the kill's own
 	}
 	assert.LessOrEqual(t, more, extra, "at most one repeated model call per shell that took the lease again: %v", got)
 }

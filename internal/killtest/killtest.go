@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -301,16 +302,24 @@ func Serve(t testing.TB, bin string, env []string, proxy *Proxy, ready string, p
 // alarming is what stderr holds but the lease's warnings: on a busy
 // machine a life may miss a renewal, say so, and lead again, which is
 // what the agent should say then, and what Serve's count of shells
-// allows for.
+// allows for. A ledger call that missed its timeout, or that the lost
+// lease refused, is said too (starvedLedger).
 func alarming(stderr string) string {
 	var out []string
 	for line := range strings.Lines(stderr) {
-		if !strings.Contains(line, "pgledger: lease") {
+		if !strings.Contains(line, "pgledger: lease") && !starvedLedger.MatchString(line) {
 			out = append(out, line)
 		}
 	}
 	return strings.Join(out, "")
 }
+
+// starvedLedger matches a line whose error is the ledger's failing as a
+// starved machine makes it fail: a call past its timeout (a ledger call,
+// a campaign, a release, an open), or a write or send refused under a
+// lease that ran out meanwhile (or a handler that failed on one and will
+// be retried).
+var starvedLedger = regexp.MustCompile(`pgledger: .*(refused under lease|context deadline exceeded)`)
 
 // PostgresEnv names the variable pointing the tests at a PostgreSQL.
 const PostgresEnv = "BANDONCE_TEST_POSTGRES"
