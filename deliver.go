@@ -60,15 +60,20 @@ func (r *room) deliver(fetch, hard context.Context, cy *cycle, m *wire.Message, 
 		return r.aborted(hard, m, attempt, ErrInterrupted)
 	}
 
+	if cause, ok := r.deadLettering[m.ID]; ok {
+		// Its dead letter began and the room is still to be told (the
+		// notice waited): it finishes that instead of answering.
+		return r.resumeDeadLetter(hard, cy, m, attempt, cause)
+	}
 	if f := r.failures[m.ID]; f != nil && f.count >= r.s.cfg.MaxAttempts {
 		// The budget was spent but the dead-letter mark did not land.
-		return r.deadLetter(hard, m, attempt, f.last)
+		return r.resumeDeadLetter(hard, cy, m, attempt, f.last)
 	}
 	if attempt > 1 && r.s.cfg.Ledger.Durable() {
 		// A life before a crash may have begun dead-lettering it: the
 		// room was being told. It finishes that instead of answering.
 		if state, err := ledger.Key(hard, r.id, NoticeKey(m.ID)); err == nil && state != KeyUnknown {
-			return r.deadLetter(hard, m, attempt, errDeadLetteredBefore)
+			return r.resumeDeadLetter(hard, cy, m, attempt, errDeadLetteredBefore)
 		}
 	}
 	if unreadable != nil {
@@ -386,6 +391,7 @@ func (r *room) forget(ctx context.Context, id string) {
 	delete(r.heldAcks, id)
 	delete(r.firstAttempt, id)
 	delete(r.consumeOnServe, id)
+	delete(r.deadLettering, id)
 	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, id, false); err != nil {
 		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", id)
 	}
@@ -430,6 +436,7 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cau
 	if _, err := r.s.api.Failed(mctx, r.id, m.ID, reason); err != nil {
 		return r.failed("POST failed", err)
 	}
+	r.deadLettering[m.ID] = cause
 	d := DeadLetter{RoomID: r.id, MessageID: m.ID, SenderID: m.SenderID, SenderName: m.SenderName, SenderType: m.SenderType,
 		Content: m.Content, Failures: failures, Reason: reason, Err: cause, At: deadLetterAt()}
 	r.keepDeadLetter(ctx, d)
@@ -441,6 +448,16 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cau
 		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
 	}
 	return r.ackOnly(ctx, m, Outcome{Kind: DeadLettered, Err: cause})
+}
+
+// resumeDeadLetter finishes a dead letter decided at an earlier delivery,
+// unless a signal reached this one first: an interrupt consumes the
+// message with nothing sent, a stop leaves it for replay.
+func (r *room) resumeDeadLetter(ctx context.Context, cy *cycle, m *wire.Message, attempt int, cause error) roundEnd {
+	if sig := r.ctl.commit(cy); sig != nil {
+		return r.aborted(ctx, m, attempt, sig)
+	}
+	return r.deadLetter(ctx, m, attempt, cause)
 }
 
 // errDeadLetteredBefore is the cause of a dead letter that an earlier

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -198,19 +199,28 @@ func TestADeadLetterNoticeAppliedAfterItsSenderDiedIsPostedOnce(t *testing.T) {
 	})
 }
 
-// The same in one life: the notice's POST times out and lands later.
+// The same in one life: the notice's POST times out and lands later. The
+// message, failed, is served again once the POST has settled, and that
+// delivery only finishes the dead letter: the handler, which gave up for
+// good, does not run again (it once did, and an interrupt that reached
+// the rerun found the message marked failed).
 func TestADeadLetterNoticeAppliedLateIsPostedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 1)
 		room := w.rooms[0]
 		id := w.say(room, "hi")
 		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.ApplyLate, Delay: 4 * time.Second})
-		cfg := w.config(permanentFailure)
+		var runs atomic.Int32
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			runs.Add(1)
+			return permanentFailure(ctx, m)
+		})
 		cfg.RequestTimeout = 2 * time.Second
 		stop := w.start(cfg)
 		runFor(time.Minute)
 		require.NoError(t, stop())
 		assert.Len(t, w.errorEvents(room), 1, "the room is told once")
 		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+		assert.Equal(t, int32(1), runs.Load(), "the handler gave up once, and runs once")
 	})
 }

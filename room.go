@@ -45,6 +45,10 @@ type room struct {
 	// consumeOnServe holds messages interrupted before their claim
 	// succeeded: the next delivery consumes them without a handler.
 	consumeOnServe map[string]bool
+	// deadLettering holds the cause of each message whose dead letter
+	// began (its failed mark landed) but whose room is not told yet: the
+	// next delivery finishes it without running the handler again.
+	deadLettering map[string]error
 	// heldAcks holds the outcomes of messages whose processed mark waits
 	// for their sends to settle (see holdAck).
 	heldAcks map[string]Outcome
@@ -89,6 +93,7 @@ func newRoom(s *Shell, q *scheduler, id string) *room {
 		failures:       make(map[string]*failure),
 		unsent:         make(map[string]*Reply),
 		consumeOnServe: make(map[string]bool),
+		deadLettering:  make(map[string]error),
 		heldAcks:       make(map[string]Outcome),
 		firstAttempt:   make(map[string]int),
 		jitter:         roomJitter(s.jitterSeed, id),

@@ -222,3 +222,15 @@ func TestShellRidesOutARateLimit(t *testing.T) {
 		assert.Positive(t, res.Faults["rate_limited_429"], "the throttle answered 429s")
 	}
 }
+
+// Regression, CI's fresh master seed 1757146888 (its schedule 1757147105):
+// a message the handler gave up on for good was marked failed, and its
+// room's notice waited for an earlier life's POST to settle; the next
+// delivery ran the handler again, an interrupt reached that rerun, and
+// the Shell marked the message failed once more. The next delivery now
+// only finishes the dead letter, and an interrupt that reaches it
+// consumes the message.
+func TestADeadLetterWhoseNoticeWaitedRunsNoHandlerAgain(t *testing.T) {
+	r := Simulate(t, Random(1757147105, GenOptions{}), Options{})
+	assert.Nil(t, r.Violation)
+}
