@@ -186,6 +186,12 @@ func (s *Shell) start(ctx context.Context) error {
 	s.starting = true
 	s.mu.Unlock()
 	s.listed.Store(false)
+	// From here on this life may send: a room whose topic's join is
+	// answered during start looks at /next at once (catchUp). Every send
+	// of an earlier life (another process, a superseded connection, an
+	// earlier Run) was written before now.
+	s.late.begin(time.Now())
+	socket := "disabled"
 	if !s.cfg.DisableSocket {
 		// Connect before any handler can start, so that a signal sent
 		// the moment work begins finds its handler in place, and before
@@ -200,6 +206,7 @@ func (s *Shell) start(ctx context.Context) error {
 			s.log.Warn("bandonce: socket not connected yet; serving by polling until it is")
 		}
 		wait.Stop()
+		socket = s.socketState() // as start found it, whatever a shutdown does next
 	}
 	ids := s.cfg.Rooms
 	if len(ids) == 0 {
@@ -215,10 +222,7 @@ func (s *Shell) start(ctx context.Context) error {
 	for _, id := range ids {
 		s.addRoom(id)
 	}
-	// From here on this life may send. Every send of an earlier one
-	// (another process, a superseded connection, an earlier Run) was
-	// written before now.
-	s.late.begin(time.Now())
+	s.logServing(me, ids, socket)
 	s.mu.Lock()
 	s.starting = false
 	unwoken := s.unwoken
@@ -227,7 +231,6 @@ func (s *Shell) start(ctx context.Context) error {
 	for _, r := range unwoken {
 		s.sched.wake(r)
 	}
-	s.logServing(me, ids)
 	if len(s.cfg.Rooms) == 0 {
 		s.work.Add(1)
 		go func() {

@@ -164,10 +164,11 @@ func (s *Shell) socketState() string {
 	return "connecting"
 }
 
-// logServing writes the start-up line once every room is started.
-func (s *Shell) logServing(me *wire.Agent, rooms []string) {
+// logServing writes the start-up line once every room is added, with the
+// socket's state as start found it.
+func (s *Shell) logServing(me *wire.Agent, rooms []string, socket string) {
 	s.log.Info("bandonce: serving", "agent", me.ID, "handle", me.Handle, "rooms", len(rooms),
-		"socket", s.socketState(), "url", s.cfg.baseURL.String())
+		"socket", socket, "url", s.cfg.baseURL.String())
 	if len(rooms) > 0 {
 		s.log.Debug("bandonce: rooms", "ids", rooms)
 	}
