@@ -61,13 +61,9 @@ func (r *room) deliver(fetch, hard context.Context, cy *cycle, m *wire.Message, 
 	}
 
 	if cause, ok := r.deadLettering[m.ID]; ok {
-		// Its dead letter began and the room is still to be told (the
-		// notice waited): it finishes that instead of answering.
+		// Its dead letter began (its failed mark did not land, or the
+		// room's notice waited): it finishes that instead of answering.
 		return r.resumeDeadLetter(hard, cy, m, attempt, cause)
-	}
-	if f := r.failures[m.ID]; f != nil && f.count >= r.s.cfg.MaxAttempts {
-		// The budget was spent but the dead-letter mark did not land.
-		return r.resumeDeadLetter(hard, cy, m, attempt, f.last)
 	}
 	if attempt > 1 && r.s.cfg.Ledger.Durable() {
 		// A life before a crash may have begun dead-lettering it: the
@@ -431,12 +427,12 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cau
 		reason = "dead-lettered: " + cause.Error()
 	}
 	r.s.log.Error("bandonce: giving up on a message", "room", r.id, "message", m.ID, "reason", reason)
+	r.deadLettering[m.ID] = cause
 	mctx, cancel := r.s.markCtx(ctx)
 	defer cancel()
 	if _, err := r.s.api.Failed(mctx, r.id, m.ID, reason); err != nil {
 		return r.failed("POST failed", err)
 	}
-	r.deadLettering[m.ID] = cause
 	d := DeadLetter{RoomID: r.id, MessageID: m.ID, SenderID: m.SenderID, SenderName: m.SenderName, SenderType: m.SenderType,
 		Content: m.Content, Failures: failures, Reason: reason, Err: cause, At: deadLetterAt()}
 	r.keepDeadLetter(ctx, d)

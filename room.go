@@ -45,9 +45,10 @@ type room struct {
 	// consumeOnServe holds messages interrupted before their claim
 	// succeeded: the next delivery consumes them without a handler.
 	consumeOnServe map[string]bool
-	// deadLettering holds the cause of each message whose dead letter
-	// began (its failed mark landed) but whose room is not told yet: the
-	// next delivery finishes it without running the handler again.
+	// deadLettering holds the cause of each message given up on whose
+	// dead letter is not finished (its failed mark, the room's notice,
+	// the consuming marks): the next delivery finishes it without running
+	// the handler again.
 	deadLettering map[string]error
 	// heldAcks holds the outcomes of messages whose processed mark waits
 	// for their sends to settle (see holdAck).
