@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/oracle"
 )
 
 // Virtual-time limits of one schedule.
@@ -357,11 +358,8 @@ func (s *sim) stuckReason() string {
 	return fmt.Sprintf("the system did not go quiet: %v", pending)
 }
 
-// turnOpen reports whether a turn is open: a message Band holds in
-// processing, in a room not stopped, whose last claim came from a life
-// that still runs. Band's state rather than the answers the agent got, so
-// a processed mark applied with its answer lost closes the turn, and so
-// does the mark of another replica.
+// turnOpen reports whether a turn is open (oracle.TurnOpen), from the
+// claims the gate parked.
 func (s *sim) turnOpen() bool {
 	alive := map[int]bool{}
 	for _, l := range s.slots {
@@ -369,19 +367,13 @@ func (s *sim) turnOpen() bool {
 			alive[l.n] = true
 		}
 	}
-	type claim struct{ room, msg string }
-	last := map[claim]int{} // the life that claimed it last
+	var claims []oracle.Claim
 	for _, r := range s.gate.turnRequests() {
 		if r.Kind == fakeband.EndpointProcessing {
-			last[claim{r.Room, r.Message}] = r.Life
+			claims = append(claims, oracle.Claim{Room: r.Room, Msg: r.Message, Life: r.Life})
 		}
 	}
-	for c, l := range last {
-		if alive[l] && s.band.Status(s.agent.ID, c.msg) == fakeband.StatusProcessing && !s.band.Stopped(s.agent.ID, c.room) {
-			return true
-		}
-	}
-	return false
+	return oracle.TurnOpen(s.band, s.agent.ID, claims, func(life int) bool { return alive[life] })
 }
 
 // playStopped resumes every room still stopped once nothing else is left

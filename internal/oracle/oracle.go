@@ -175,3 +175,37 @@ func FailedAfterReply(seen []Sighting) []string {
 	}
 	return out
 }
+
+// A Claim is a processing mark a life of the agent sent for a message,
+// in the order the engine saw them.
+type Claim struct {
+	Room, Msg string
+	Life      int
+}
+
+// Ground is what TurnOpen reads of Band's state; *fakeband.Band is one.
+type Ground interface {
+	Status(agentID, messageID string) string
+	Stopped(agentID, roomID string) bool
+}
+
+// TurnOpen reports whether the agent has a turn open: a message Band
+// holds in processing, in a room not stopped, whose last claim came from
+// a life that may still run (running). It reads Band's state rather than
+// the answers the agent got, so a mark applied with its answer lost
+// closes the turn, and so does another replica's mark. An engine waits
+// for such a turn's next request before it fires an event aimed at a
+// kind of request, or a slow agent would never meet one.
+func TurnOpen(band Ground, agentID string, claims []Claim, running func(life int) bool) bool {
+	type key struct{ room, msg string }
+	last := make(map[key]int, len(claims))
+	for _, c := range claims {
+		last[key{c.Room, c.Msg}] = c.Life
+	}
+	for k, life := range last {
+		if running(life) && band.Status(agentID, k.msg) == fakeband.StatusProcessing && !band.Stopped(agentID, k.room) {
+			return true
+		}
+	}
+	return false
+}

@@ -121,3 +121,37 @@ func TestAFailedMarkAfterTheLifeSawItsReplyIsJudged(t *testing.T) {
 	})
 	assert.Equal(t, []string{"m1"}, got)
 }
+
+// ground is Band's state as TurnOpen reads it.
+type ground struct {
+	status  map[string]string
+	stopped map[string]bool
+}
+
+func (g ground) Status(_, msg string) string { return g.status[msg] }
+func (g ground) Stopped(_, room string) bool { return g.stopped[room] }
+
+func TestATurnIsOpenWhileItsLastClaimantMayRun(t *testing.T) {
+	g := ground{
+		status:  map[string]string{"m1": fakeband.StatusProcessing, "m2": fakeband.StatusProcessed},
+		stopped: map[string]bool{},
+	}
+	alive := map[int]bool{2: true}
+	running := func(life int) bool { return alive[life] }
+	claims := []Claim{{Room: "r", Msg: "m1", Life: 1}}
+
+	assert.False(t, TurnOpen(g, "a", nil, running), "nothing claimed")
+	assert.False(t, TurnOpen(g, "a", claims, running), "its claimant is dead")
+	claims = append(claims, Claim{Room: "r", Msg: "m1", Life: 2})
+	assert.True(t, TurnOpen(g, "a", claims, running), "a running life claimed it last")
+	assert.False(t, TurnOpen(g, "a", append(claims, Claim{Room: "r", Msg: "m1", Life: 1}), running),
+		"a dead life claimed it last")
+
+	g.stopped["r"] = true
+	assert.False(t, TurnOpen(g, "a", claims, running), "its room is stopped")
+	g.stopped["r"] = false
+
+	g.status["m1"] = fakeband.StatusProcessed // a mark applied, its answer lost
+	assert.False(t, TurnOpen(g, "a", claims, running), "Band holds it processed")
+	assert.False(t, TurnOpen(g, "a", []Claim{{Room: "r", Msg: "m2", Life: 2}}, running))
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/oracle"
 	"github.com/band-once/bandonce/internal/seedrand"
 )
 
@@ -385,31 +386,22 @@ func (s *sim) nextAimed() (pending, aimed bool) {
 	return true, s.sched.Events[s.cursor].aimed()
 }
 
-// turnOpen reports whether a turn is open: a message Band holds in
-// processing, in a room not stopped, whose last applied claim came from a
-// life that may still run. Band's state rather than the answers the agent
-// got, so a mark applied with its answer lost closes the turn, and so
-// does the mark of another replica.
+// turnOpen reports whether a turn is open (oracle.TurnOpen), from the
+// claims Band applied.
 func (s *sim) turnOpen() bool {
-	type claim struct{ room, msg string }
-	last := map[claim]int{} // the life whose claim was applied last
+	var claims []oracle.Claim
 	s.mu.Lock()
 	for _, a := range s.attempts {
 		if a.EP == fakeband.EndpointProcessing && a.Status/100 == 2 {
-			last[claim{a.Room, a.Msg}] = a.Life
+			claims = append(claims, oracle.Claim{Room: a.Room, Msg: a.Msg, Life: a.Life})
 		}
 	}
 	lives := append([]*life(nil), s.lives...)
 	s.mu.Unlock()
-	for c, n := range last {
-		// A life's proxy serves before the life is listed: one not
-		// listed yet is starting, so it may run.
-		running := n > len(lives) || lives[n-1].reason() == ""
-		if running && s.band.Status(s.agent.ID, c.msg) == fakeband.StatusProcessing && !s.band.Stopped(s.agent.ID, c.room) {
-			return true
-		}
-	}
-	return false
+	// A life's proxy serves before the life is listed: one not listed
+	// yet is starting, so it may run.
+	running := func(n int) bool { return n > len(lives) || lives[n-1].reason() == "" }
+	return oracle.TurnOpen(s.band, s.agent.ID, claims, running)
 }
 
 // excuse records n failures injected into the agent's requests (error
