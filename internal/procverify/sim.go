@@ -30,13 +30,6 @@ const (
 	pushReadWait = 250 * time.Millisecond
 )
 
-// turnStall replaces stallAfter for an event aimed at a kind of
-// request (Event.aimed) while a turn is open (turnOpen): a turn waits
-// seconds on a model, a backoff or a POST settling, and a kill or
-// fault aimed at its reply must wait for the reply, or a slow agent
-// would never meet one. Any other event fires at the stall.
-const turnStall = 30 * time.Second
-
 // sim is one schedule in progress against the agent's process.
 type sim struct {
 	cfg   *settings
@@ -354,12 +347,15 @@ func (s *sim) step(end time.Time) bool {
 	if stalled {
 		pending, aimed := s.nextAimed()
 		switch {
-		case pending && (sinceProgress >= turnStall || !aimed || !s.turnOpen()):
+		case pending && (sinceProgress >= s.cfg.Quiet || !aimed || !s.turnOpen()):
 			s.fireNext(false)
 			return true
 		case pending:
-			// A turn is open: its next request may be the one the event
-			// is aimed at, for up to turnStall.
+			// A turn is open and the event is aimed at a kind of request
+			// (Event.aimed): a turn waits seconds on a model, a backoff or
+			// a POST settling, and a kill or fault aimed at its reply must
+			// wait for the reply, or a slow agent would never meet one. It
+			// waits up to -quiet, as long as a turn may make no progress.
 		case s.playStopped():
 			return true
 		case sinceProgress >= giveUp:
