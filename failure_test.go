@@ -501,6 +501,59 @@ func TestAGuardThatCannotReadAnOwnPostBackGivesTheMessageUp(t *testing.T) {
 	})
 }
 
+// A message however far past Config.MaxResponseBytes is dead-lettered
+// with its size named, and the room goes on: its ids are read from the
+// answer's skeleton, whatever its size, never kept whole.
+func TestAMessageFarPastTheCapIsDeadLetteredAndTheRoomGoesOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		huge := w.say(room, strings.Repeat("y", 1_000_000)) // 15 times the cap
+		small := w.say(room, "small")
+		cfg := w.config(echo)
+		cfg.MaxResponseBytes = 64 << 10
+		stop := w.start(cfg)
+		runFor(time.Minute)
+		require.NoError(t, stop())
+
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, huge), "dead-lettered, not served for ever")
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(small)), "the room goes on")
+		var reasons []string
+		for _, m := range w.band.Marks(w.agent.ID, huge) {
+			if m.Kind == "failed" {
+				reasons = append(reasons, m.Error)
+			}
+		}
+		require.Len(t, reasons, 1)
+		assert.Contains(t, reasons[0], "message too large to read")
+		assert.Regexp(t, `answer of \d+ bytes exceeds the 65536-byte cap`, reasons[0])
+	})
+}
+
+// A human's message far past the cap in the room's context, kept from
+// before the cap was lowered, does not stop the guard: it is read past by
+// its ids, and every later message is answered once.
+func TestAHumanMessageFarPastTheCapDoesNotStopTheGuard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		w.say(room, strings.Repeat("y", 1_000_000))
+		stop := w.start(w.config(keyedByBody))
+		runFor(time.Minute)
+		require.NoError(t, stop())
+
+		w.say(room, "order-1")
+		w.say(room, "order-2")
+		cfg := w.config(keyedByBody) // a natural key: the guard reads the room
+		cfg.MaxResponseBytes = 64 << 10
+		stop = w.start(cfg)
+		runFor(time.Minute)
+		require.NoError(t, stop())
+		assert.Equal(t, 1, w.repliesTo(room, "order-1"))
+		assert.Equal(t, 1, w.repliesTo(room, "order-2"))
+	})
+}
+
 // Origin: control-semantics.md §6.3 gap G12.
 // A message Band keeps serving though it is done must not spin the room: a
 // stale /next, and a processed mark that keeps failing. A busy loop would

@@ -192,7 +192,7 @@ func (c *Client) Next(ctx context.Context, chatID string) (_ *Message, err error
 		return nil, err
 	}
 	res, err := c.send(ctx, request{endpoint: EndpointNext, method: http.MethodGet,
-		path: "/agent/chats/" + url.PathEscape(chatID) + "/messages/next", retry: true})
+		path: "/agent/chats/" + url.PathEscape(chatID) + "/messages/next", retry: true, skim: true})
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +333,7 @@ func (c *Client) context(ctx context.Context, chatID, cursor string, limit int, 
 		q.Set("limit", strconv.Itoa(min(limit, maxContextLimit)))
 	}
 	res, err := c.send(ctx, request{endpoint: EndpointContext, method: http.MethodGet,
-		path: "/agent/chats/" + url.PathEscape(chatID) + "/context", query: q, retry: true, skipMeasure: !measure})
+		path: "/agent/chats/" + url.PathEscape(chatID) + "/context", query: q, retry: true, skipMeasure: !measure, skim: measure})
 	if err != nil {
 		return nil, err
 	}

@@ -179,18 +179,30 @@ func TestANextAnswerOverTheCapNamesItsSizeAndItsMessage(t *testing.T) {
 	assert.Contains(t, err.Error(), fmt.Sprintf("answer of %d bytes exceeds the %d-byte cap", len(body), MaxBodyBytes))
 }
 
-// The cap: past four times the cap nothing more is read; the size is then
-// the one the answer declared, and nothing of the body is used.
-func TestAFarTooLargeAnswerIsNotReadToItsEnd(t *testing.T) {
-	body := `{"data":{"content":"` + strings.Repeat("z", 10_000) + `","id":"m1","sender_id":"u1"}}`
-	s := newStub(sequence(ok(200, body)))
+// The cap: a /next answer far past it is read to its end for its ids,
+// however far; another answer is read on only to four times the cap, its
+// size then the one it declared.
+func TestAFarTooLargeAnswerIsReadToItsEndOnlyForItsIDs(t *testing.T) {
+	next := `{"data":{"content":"` + strings.Repeat("z", 10_000) + `","id":"m1","sender_id":"u1"}}`
+	s := newStub(sequence(ok(200, next)))
 	c := s.client(once)
 	c.SetMaxBodyBytes(1000)
 	_, err := c.Next(t.Context(), "c1")
 	var big *TooLargeError
 	require.ErrorAs(t, err, &big)
-	assert.Equal(t, int64(len(body)), big.Size, "from Content-Length")
-	assert.Nil(t, big.Message, "the ids came after what was read")
+	assert.Equal(t, int64(len(next)), big.Size)
+	assert.False(t, big.AtLeast)
+	require.NotNil(t, big.Message, "the ids after ten times the cap")
+	assert.Equal(t, "m1", big.Message.ID)
+	assert.Equal(t, "u1", big.Message.SenderID)
+
+	me := `{"data":{"name":"` + strings.Repeat("z", 10_000) + `","id":"a1"}}`
+	c = NewClient(testBase, testKey, unknownLength(me))
+	c.SetMaxBodyBytes(1000)
+	_, err = c.Me(t.Context())
+	require.ErrorAs(t, err, &big)
+	assert.Equal(t, int64(4000), big.Size, "read on to four times the cap")
+	assert.True(t, big.AtLeast)
 }
 
 // A cap of math.MaxInt, a caller's way to say "no cap", is kept as

@@ -27,6 +27,9 @@ type request struct {
 	// skipMeasure: a body over the cap is given up on at once, unread
 	// past it (its TooLargeError's Size is a lower bound).
 	skipMeasure bool
+	// skim: a body over the cap is read to its end for the ids a caller
+	// needs to get past it (TooLargeError.Message, .Page).
+	skim bool
 }
 
 // response is a 2xx answer, read in full.
@@ -97,7 +100,7 @@ func (c *Client) send(ctx context.Context, r request) (*response, error) {
 		return nil, &TooLargeError{Endpoint: r.endpoint, Cap: limit, Size: int64(len(raw)), AtLeast: true}
 	}
 	if len(raw) > limit {
-		return nil, tooLarge(r.endpoint, resp, raw, limit)
+		return nil, tooLarge(r.endpoint, resp, raw, limit, r.skim)
 	}
 	return &response{endpoint: r.endpoint, status: resp.StatusCode, body: raw}, nil
 }

@@ -15,14 +15,22 @@ import (
 var ErrTooLarge = errors.New("band: answer too large")
 
 // overread is how many times the cap a body past it is read on, without
-// keeping it, to learn its size and the ids it carries. Past that the size
-// is a lower bound and nothing of the body is used.
+// keeping it, to learn its size. Past that the size is a lower bound. A
+// body whose ids a caller needs (request.skim) is read to its end instead.
 const overread = 4
 
+// clipAt is how much of any one token of a body past the cap the scan
+// keeps: strings and numbers are cut there, so the scan's memory does
+// not grow with the body. A kept id that long may have been cut, and is
+// not used.
+const clipAt = 64 << 10
+
 // TooLargeError reports a 2xx answer whose body is larger than the
-// Client's cap (SetMaxBodyBytes). The body is not kept: the client reads
-// on past the cap, up to four times it, only to measure the body and to
-// pick out the ids a caller needs to get past it.
+// Client's cap (SetMaxBodyBytes). The body is not kept. A /next answer,
+// and a /context page of one item, is read on to its end, keeping no
+// token past 64 KiB, to measure it and to pick out the ids a caller
+// needs to get past it (the request's timeout bounds how long); any other
+// is read on up to four times the cap, only to measure it.
 type TooLargeError struct {
 	// Endpoint names the call, such as "GET /agent/chats/{id}/context".
 	Endpoint string
@@ -67,37 +75,51 @@ func (e *TooLargeError) scrub(key *keyguard.Secret) {
 	}
 }
 
-// tooLarge reads the rest of a body past the cap (up to overread times
-// it), measuring it and scanning it for the ids a caller needs, and
-// returns the error that says so.
-func tooLarge(endpoint string, resp *http.Response, head []byte, limit int) *TooLargeError {
+// tooLarge reads the rest of a body past the cap and returns the error
+// that says so. With skim it reads to the end, scanning the body for the
+// ids a caller needs; without, it only measures, up to overread times
+// the cap.
+func tooLarge(endpoint string, resp *http.Response, head []byte, limit int, skim bool) *TooLargeError {
 	budget := int64(limit) * overread
-	body := &countingReader{r: io.MultiReader(bytes.NewReader(head), io.LimitReader(resp.Body, budget-int64(len(head))))}
-	skel, err := scanSkeleton(body)
-	_, _ = io.Copy(io.Discard, body)
-	e := &TooLargeError{Endpoint: endpoint, Cap: limit, Size: body.n}
-	if body.n >= budget {
-		e.AtLeast = true
-		err = io.ErrUnexpectedEOF // the scan may have seen only part of it
+	body := &countingReader{r: io.MultiReader(bytes.NewReader(head), resp.Body)}
+	e := &TooLargeError{Endpoint: endpoint, Cap: limit}
+	if !skim {
+		body.r = io.LimitReader(body.r, budget)
+		_, _ = io.Copy(io.Discard, body)
+		e.Size, e.AtLeast = body.n, body.n >= budget
+		if resp.ContentLength > e.Size {
+			e.Size, e.AtLeast = resp.ContentLength, false
+		}
+		return e
 	}
+	skel, err := scanSkeleton(&clipReader{r: body, max: clipAt})
+	// What follows the envelope (or a part the scan could not read) is
+	// only measured.
+	scanned := body.n
+	body.r = io.LimitReader(body.r, budget)
+	_, _ = io.Copy(io.Discard, body)
+	e.Size, e.AtLeast = body.n, body.n-scanned >= budget
 	if resp.ContentLength > e.Size {
 		e.Size, e.AtLeast = resp.ContentLength, false
 	}
 	if err != nil {
 		return e
 	}
-	if skel.one != nil && skel.one.ID != "" && skel.one.SenderID != "" {
+	usable := func(m Message) bool {
+		return m.ID != "" && m.SenderID != "" && len(m.ID) < clipAt && len(m.SenderID) < clipAt
+	}
+	if skel.one != nil && usable(*skel.one) {
 		e.Message = skel.one
 	}
 	if skel.items != nil && skel.hasMore != nil {
 		page := &ContextPage{Items: skel.items}
 		for _, m := range skel.items {
-			if m.ID == "" || m.SenderID == "" {
+			if !usable(m) {
 				return e
 			}
 		}
 		if *skel.hasMore {
-			if skel.nextCursor == "" {
+			if skel.nextCursor == "" || len(skel.nextCursor) >= clipAt {
 				return e
 			}
 			page.HasMore, page.NextCursor = true, skel.nextCursor
@@ -105,6 +127,93 @@ func tooLarge(endpoint string, resp *http.Response, head []byte, limit int) *Too
 		e.Page = page
 	}
 	return e
+}
+
+// clipReader passes JSON through, cutting every string, number and run
+// of white space to at most max bytes, so that a decoder reading it holds
+// at most that much of any one token, however long the body. A string is
+// cut only between two characters or escapes, a number only after a
+// digit, so what passes is still JSON when what came in was.
+type clipReader struct {
+	r   io.Reader
+	max int
+
+	inString bool
+	letter   bool // the next byte is an escape's letter
+	escape   int  // bytes of an escape still to come
+	run      int  // bytes of the current token passed
+	class    byte // outside a string: 's' white space, 'n' a scalar, 0 neither
+	dropping bool // the current token's tail is dropped
+	last     byte // the last byte passed
+}
+
+func (c *clipReader) Read(p []byte) (int, error) {
+	for {
+		n, err := c.r.Read(p)
+		kept := c.clip(p[:n])
+		if kept > 0 || err != nil {
+			return kept, err
+		}
+	}
+}
+
+// clip filters p in place and returns how many bytes it kept.
+func (c *clipReader) clip(p []byte) int {
+	out := 0
+	keep := func(b byte) {
+		p[out] = b
+		out++
+		c.run++
+		c.last = b
+	}
+	for _, b := range p {
+		if c.inString {
+			switch {
+			case c.escape > 0:
+				if c.escape--; c.letter && b == 'u' {
+					c.escape = 4
+				}
+				c.letter = false
+				if !c.dropping {
+					keep(b)
+				}
+			case b == '"':
+				c.inString, c.dropping = false, false
+				keep(b)
+			default:
+				if b == '\\' {
+					c.escape, c.letter = 1, true
+				}
+				if !c.dropping && c.run >= c.max {
+					c.dropping = true
+				}
+				if !c.dropping {
+					keep(b)
+				}
+			}
+			continue
+		}
+		class := byte(0)
+		switch b {
+		case '"':
+			c.inString, c.run = true, 0
+		case ' ', '\t', '\r', '\n':
+			class = 's'
+		case '{', '}', '[', ']', ',', ':':
+		default:
+			class = 'n'
+		}
+		if class != c.class || class == 0 {
+			c.class, c.run, c.dropping = class, 0, false
+		}
+		if class != 0 && !c.dropping && c.run >= c.max && (class == 's' || c.last >= '0' && c.last <= '9') {
+			c.dropping = true
+		}
+		if !c.dropping {
+			keep(b)
+		}
+	}
+	return out
 }
 
 type countingReader struct {
