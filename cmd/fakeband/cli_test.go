@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -286,6 +289,31 @@ func TestCommandAgainstSomethingElse(t *testing.T) {
 	r := runCommand(strings.TrimSuffix(base, fakeband.APIPrefix), "truth")
 	assert.Equal(t, exitError, r.code)
 	assert.Contains(t, r.stderr, "404 not_found")
+}
+
+// An admin answer past what a command reads is refused saying so, not
+// cut and then mistaken for something that is not a fakeband.
+func TestCommandRefusesAnAnswerPastItsBound(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"data":"`)
+		_, _ = io.Copy(w, io.LimitReader(zeros{}, maxAdminAnswer))
+		_, _ = io.WriteString(w, `"}`)
+	}))
+	t.Cleanup(srv.Close)
+	r := runCommand(srv.URL, "truth")
+	assert.Equal(t, exitError, r.code)
+	assert.Contains(t, r.stderr, "more than 64 MiB")
+	assert.NotContains(t, r.stderr, "is it a fakeband")
+}
+
+// zeros reads '0' for ever.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = '0'
+	}
+	return len(p), nil
 }
 
 func TestHelp(t *testing.T) {

@@ -106,6 +106,9 @@ func (e *adminError) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
 }
 
+// maxAdminAnswer bounds an admin answer the commands read.
+const maxAdminAnswer = 64 << 20
+
 // do makes the call and returns the "data" of the answer, or the error
 // the server gave.
 func do(ctx context.Context, root string, call adminCall) (json.RawMessage, error) {
@@ -131,9 +134,12 @@ func do(ctx context.Context, root string, call adminCall) (json.RawMessage, erro
 		return nil, fmt.Errorf("is fakeband running at %s? %w", root, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(raw) > maxAdminAnswer {
+		return nil, fmt.Errorf("%s answered %s %s with more than %d MiB, more than this command reads; read the admin API in pages or with a client of your own", root, call.method, call.path, maxAdminAnswer>>20)
 	}
 	var env struct {
 		Data  json.RawMessage `json:"data"`
