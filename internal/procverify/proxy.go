@@ -79,7 +79,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.leave()
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	// A byte past the fake's bound, so that a body over it is answered
+	// 413 there, as Band would, not cut into JSON that does not parse.
+	body, err := io.ReadAll(io.LimitReader(r.Body, fakeband.MaxBody+1))
 	if err != nil {
 		return
 	}
