@@ -11,8 +11,10 @@ import (
 	"net/http"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/band-once/bandonce/agentloop"
+	"github.com/band-once/bandonce/agentloop/internal/bodycap"
 )
 
 // Model is an agentloop.Model on the Anthropic Messages API.
@@ -22,6 +24,10 @@ type Model struct {
 	Client *anthropic.Client
 	// Name is the model to call, such as "claude-sonnet-4-5".
 	Name anthropic.Model
+	// MaxAnswerBytes caps the body of an answer the SDK reads (it reads
+	// each whole): past it the call fails, Permanent, naming the cap.
+	// Zero means 32 MiB.
+	MaxAnswerBytes int64
 }
 
 // Complete makes one Messages call. ctx cancels the HTTP call in flight.
@@ -30,7 +36,7 @@ func (m *Model) Complete(ctx context.Context, req agentloop.Request) (agentloop.
 	if err != nil {
 		return agentloop.Response{}, err
 	}
-	msg, err := m.Client.Messages.New(ctx, params)
+	msg, err := m.Client.Messages.New(ctx, params, option.WithMiddleware(bodycap.Middleware(m.MaxAnswerBytes)))
 	if err != nil {
 		return agentloop.Response{}, failure(err)
 	}

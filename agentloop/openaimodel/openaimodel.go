@@ -11,9 +11,11 @@ import (
 	"net/http"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/band-once/bandonce/agentloop"
+	"github.com/band-once/bandonce/agentloop/internal/bodycap"
 )
 
 // Model is an agentloop.Model on the Chat Completions API.
@@ -23,6 +25,10 @@ type Model struct {
 	Client *openai.Client
 	// Name is the model to call, such as "gpt-4.1".
 	Name shared.ChatModel
+	// MaxAnswerBytes caps the body of an answer the SDK reads (it reads
+	// each whole): past it the call fails, Permanent, naming the cap.
+	// Zero means 32 MiB.
+	MaxAnswerBytes int64
 }
 
 // Complete makes one Chat Completions call. ctx cancels the HTTP call in
@@ -32,7 +38,7 @@ func (m *Model) Complete(ctx context.Context, req agentloop.Request) (agentloop.
 	if err != nil {
 		return agentloop.Response{}, err
 	}
-	c, err := m.Client.Chat.Completions.New(ctx, params)
+	c, err := m.Client.Chat.Completions.New(ctx, params, option.WithMiddleware(bodycap.Middleware(m.MaxAnswerBytes)))
 	if err != nil {
 		return agentloop.Response{}, failure(err)
 	}

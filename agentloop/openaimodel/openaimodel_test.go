@@ -51,3 +51,6 @@ func TestAFailurePastTheRetriesSaysWhatItMeans(t *testing.T) {
 }
 
 func TestCancellingTheContextEndsTheCallInFlight(t *testing.T) { modeltest.Cancel(t, adapter) }
+
+// An answer past the cap fails the call, Permanent, without filling memory.
+func TestAnAnswerPastTheCapIsPermanent(t *testing.T) { modeltest.AnswerPastTheCap(t, adapter) }

@@ -8,6 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,4 +158,32 @@ func Cancel(t *testing.T, ad Adapter) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
+}
+
+// AnswerPastTheCap checks that an answer past the adapter's cap (its
+// default, 32 MiB: the SDK reads every answer whole) fails the call as
+// Permanent, naming the cap, instead of filling memory.
+func AnswerPastTheCap(t *testing.T, ad Adapter) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"`)
+		_, _ = io.Copy(w, io.LimitReader(filler{}, 33<<20))
+		_, _ = io.WriteString(w, `"}`)
+	}))
+	t.Cleanup(srv.Close)
+	_, err := ad.New(srv.URL, 0).Complete(context.Background(), first)
+	var perm *bandonce.PermanentError
+	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "33554432 bytes, MaxAnswerBytes") {
+		t.Errorf("err = %v, want it Permanent, naming the cap", err)
+	}
+}
+
+// filler reads 'x' for ever.
+type filler struct{}
+
+func (filler) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
 }

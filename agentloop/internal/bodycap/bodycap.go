@@ -1,0 +1,65 @@
+// Package bodycap bounds the answers a model adapter's SDK reads. Both
+// official SDKs read an answer's body whole; the middleware here makes
+// reading past the cap an error, so no answer holds more than the cap in
+// memory. It is a plain func so that each SDK's option.WithMiddleware
+// takes it.
+package bodycap
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/band-once/bandonce"
+)
+
+// Default is the cap when the adapter's is zero: a model's answer is
+// kilobytes, so 32 MiB is only ever a wrong endpoint or a broken proxy.
+const Default = 32 << 20
+
+// Middleware returns the SDK middleware that caps every answer's body at
+// max bytes (Default for zero or less). Reading past it fails with a
+// Permanent error that names the cap and the endpoint: the message is
+// given up with that reason, not called again and again.
+func Middleware(max int64) func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	if max <= 0 {
+		max = Default
+	}
+	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+		resp, err := next(req)
+		if err != nil || resp.Body == nil {
+			return resp, err
+		}
+		resp.Body = &capped{rc: resp.Body, left: max, max: max, url: req.URL.Redacted()}
+		return resp, nil
+	}
+}
+
+// capped reads a body up to max bytes; a byte more is an error.
+type capped struct {
+	rc   io.ReadCloser
+	left int64
+	max  int64
+	url  string
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return 0, c.tooLarge()
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.rc.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		return n + int(c.left), c.tooLarge()
+	}
+	return n, err
+}
+
+func (c *capped) tooLarge() error {
+	return bandonce.Permanent(fmt.Errorf("the model API's answer from %s is larger than the adapter reads (%d bytes, MaxAnswerBytes)", c.url, c.max))
+}
+
+func (c *capped) Close() error { return c.rc.Close() }
