@@ -134,7 +134,12 @@ func (c *Client) Run(ctx context.Context) error {
 	if err != nil {
 		return c.key.Error(err)
 	}
-	failures := 0 // consecutive attempts since the last healthy connection
+	// failures counts the attempts since the last healthy connection: one
+	// whose joins all succeeded and that then stayed up a heartbeat
+	// interval. A server that drops every connection soon after its joins
+	// (a frame too large, a crash loop) is reconnected to ever more
+	// slowly, not twice a second for ever.
+	failures := 0
 	for {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
@@ -154,7 +159,9 @@ func (c *Client) Run(ctx context.Context) error {
 			c.log.Warn("phoenix: connect failed", "err", err, "retry_in", wait)
 		} else {
 			c.log.Info("phoenix: connected")
+			up := time.Now()
 			healthy, err := c.serve(ctx, conn)
+			healthy = healthy && time.Since(up) >= c.cfg.HeartbeatInterval
 			err = c.key.Error(err)
 			if c.cfg.OnDisconnected != nil {
 				c.cfg.OnDisconnected(err)

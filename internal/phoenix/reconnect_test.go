@@ -38,6 +38,8 @@ func TestServerDropReconnectsAndRejoinsEveryTopicInOrder(t *testing.T) {
 			}
 			assert.Equal(t, i+1, rec.connectedCount())
 
+			time.Sleep(healthyUp) // healthy: up a heartbeat interval
+			synctest.Wait()
 			droppedAt := time.Now()
 			conn.drop()
 			synctest.Wait()
@@ -57,9 +59,11 @@ func TestServerDropReconnectsAndRejoinsEveryTopicInOrder(t *testing.T) {
 
 // reconnectGaps drops n connections in a row and returns, for each, how
 // long the client waited before its next upgrade.
-func reconnectGaps(t *testing.T, band *fakeBand, n int) []time.Duration {
+func reconnectGaps(t *testing.T, band *fakeBand, n int, up time.Duration) []time.Duration {
 	var gaps []time.Duration
 	for i := range n {
+		synctest.Wait()
+		time.Sleep(up)
 		synctest.Wait()
 		droppedAt := time.Now()
 		band.conn(i).drop()
@@ -73,7 +77,11 @@ func reconnectGaps(t *testing.T, band *fakeBand, n int) []time.Duration {
 	return gaps
 }
 
-func TestBackoffResetsOnlyAfterAConnectionWhoseJoinsAllSucceeded(t *testing.T) {
+// healthyUp is how long a connection stays up, its joins all answered,
+// to count as healthy: the harness's heartbeat interval.
+const healthyUp = 30 * time.Second
+
+func TestBackoffResetsOnlyAfterAHealthyConnection(t *testing.T) {
 	t.Run("healthy", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			band := newFakeBand(t)
@@ -81,12 +89,22 @@ func TestBackoffResetsOnlyAfterAConnectionWhoseJoinsAllSucceeded(t *testing.T) {
 			c := phoenix.New(rec.config(band))
 			c.Join(control, rec.handler(control))
 			run := start(t, c)
-			for i, gap := range reconnectGaps(t, band, 8) {
+			for i, gap := range reconnectGaps(t, band, 8, healthyUp) {
 				assert.Less(t, gap, time.Second, "drop %d", i)
 			}
 			run.stop(t)
 		})
 	})
+	growing := func(t *testing.T, gaps []time.Duration) {
+		t.Helper()
+		longest := time.Duration(0)
+		for i, gap := range gaps {
+			window := time.Second << i
+			assert.Less(t, gap, min(window, time.Minute), "drop %d waits within its doubling window", i)
+			longest = max(longest, gap)
+		}
+		assert.Greater(t, longest, time.Second, "the window grew: %v", gaps)
+	}
 	t.Run("a join refused", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			band := newFakeBand(t)
@@ -96,14 +114,21 @@ func TestBackoffResetsOnlyAfterAConnectionWhoseJoinsAllSucceeded(t *testing.T) {
 			c.Join(control, rec.handler(control))
 			c.Join(room1, rec.handler(room1))
 			run := start(t, c)
-			gaps := reconnectGaps(t, band, 8)
-			longest := time.Duration(0)
-			for i, gap := range gaps {
-				window := time.Second << i
-				assert.Less(t, gap, min(window, time.Minute), "drop %d waits within its doubling window", i)
-				longest = max(longest, gap)
-			}
-			assert.Greater(t, longest, time.Second, "the window grew: %v", gaps)
+			growing(t, reconnectGaps(t, band, 8, healthyUp))
+			run.stop(t)
+		})
+	})
+	// A server that drops every connection soon after its joins (a frame
+	// too large each time, a crash loop) is not reconnected to twice a
+	// second for ever.
+	t.Run("dropped soon after its joins", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			band := newFakeBand(t)
+			rec := newRecorder()
+			c := phoenix.New(rec.config(band))
+			c.Join(control, rec.handler(control))
+			run := start(t, c)
+			growing(t, reconnectGaps(t, band, 8, healthyUp/2))
 			run.stop(t)
 		})
 	})
@@ -155,6 +180,8 @@ func TestAThousandDropsLeaveNoGoroutineAndLoseNoPushAfterRejoin(t *testing.T) {
 				require.Len(t, got, i+1, "%s on connection %d", topic, i)
 				require.Equal(t, push{"n", fmt.Sprintf(`{"n":%d}`, i)}, got[i])
 			}
+			time.Sleep(healthyUp)
+			synctest.Wait()
 			conn.drop()
 			time.Sleep(time.Second)
 		}
