@@ -23,20 +23,40 @@ const (
 	dropAbruptly              // DropConnection: as if the network went away
 )
 
-// outbox is a connection's unbounded queue of frames. It is unbounded so
-// that a push never blocks the REST handler (or Go method) that caused it,
-// even when the client has stopped reading; the fake's runs are short, so
-// growth is bounded by the test.
+// outbox is a connection's queue of frames. A push never blocks the REST
+// handler (or Go method) that caused it, even when the client has stopped
+// reading; instead a client that lets more than maxOutbox bytes queue up
+// is dropped, as a server drops a consumer too slow to keep up (it
+// catches up through /next once it reconnects).
 type outbox struct {
 	mu     sync.Mutex
 	items  []outItem
+	queued int           // bytes of the frames in items
+	over   bool          // dropped for letting too much queue up
 	signal chan struct{} // capacity 1: "there is something to take"
+	drop   func()        // ends the connection
 }
 
-func newOutbox() *outbox { return &outbox{signal: make(chan struct{}, 1)} }
+// maxOutbox bounds the bytes queued for one connection.
+const maxOutbox = 16 << 20
+
+func newOutbox(drop func()) *outbox {
+	return &outbox{signal: make(chan struct{}, 1), drop: drop}
+}
 
 func (o *outbox) put(it outItem) {
 	o.mu.Lock()
+	if o.over {
+		o.mu.Unlock()
+		return
+	}
+	o.queued += len(it.frame)
+	if o.queued > maxOutbox {
+		o.over, o.items, o.queued = true, nil, 0
+		o.mu.Unlock()
+		o.drop() // cancels the writer's context, which ends a write blocked on the client
+		return
+	}
 	o.items = append(o.items, it)
 	o.mu.Unlock()
 	select {
@@ -49,7 +69,7 @@ func (o *outbox) take() []outItem {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	items := o.items
-	o.items = nil
+	o.items, o.queued = nil, 0
 	return items
 }
 

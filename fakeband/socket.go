@@ -99,7 +99,7 @@ func (b *Band) serveSocket(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered the client
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &conn{b: b, agentID: agent.id, ws: ws, ctx: ctx, cancel: cancel, out: newOutbox(), joins: map[string]string{}}
+	c := &conn{b: b, agentID: agent.id, ws: ws, ctx: ctx, cancel: cancel, out: newOutbox(cancel), joins: map[string]string{}}
 	if !b.register(c) {
 		c.abort()
 		return

@@ -1,11 +1,15 @@
 package fakeband_test
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
@@ -171,5 +175,40 @@ func TestRoomAddedAndRemovedArePushed(t *testing.T) {
 		assert.Equal(t, "room_added", c.next().Event)
 		require.NoError(t, f.b.AddParticipant(room.ID, f.alice.ID))
 		c.requireQuiet()
+	})
+}
+
+// A client that stops reading is dropped once more than the bound of
+// frames has queued for it, as a server drops a consumer too slow to
+// keep up: the fake's memory does not grow with what it will never read.
+func TestAClientThatStopsReadingIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ws, _, err := tryDial(f.b.HTTPClient(), f.b.SocketURL(), http.Header{"X-Api-Key": {f.bot.Key}})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ws.CloseNow() })
+		ws.SetReadLimit(1 << 20)
+		join, err := phoenix.Encode(phoenix.Frame{JoinRef: "1", Ref: "1", Topic: "chat_room:" + f.room.ID, Event: phoenix.EventJoin, Payload: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		require.NoError(t, ws.Write(t.Context(), websocket.MessageText, join))
+		synctest.Wait()
+
+		const said = 40 // of 512 KiB each: 20 MiB
+		big := strings.Repeat("x", 512<<10)
+		for range said {
+			_, err := f.b.Say(f.room.ID, f.alice.ID, big, f.bot.ID)
+			require.NoError(t, err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		frames := 0
+		for {
+			if _, _, err = ws.Read(ctx); err != nil {
+				break
+			}
+			frames++
+		}
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "the connection was dropped, not left open")
+		assert.Less(t, frames, said, "the frames past the bound were never sent")
 	})
 }
