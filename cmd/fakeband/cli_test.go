@@ -221,6 +221,7 @@ func TestServeRefusesBadInvocations(t *testing.T) {
 		"another machine":  {[]string{"-addr", "10.1.2.3:80"}, "is not a loopback address"},
 		"no port":          {[]string{"-addr", "127.0.0.1"}, "missing port in address"},
 		"missing scenario": {[]string{"-scenario", filepath.Join(dir, "none.json")}, "no such file"},
+		"endless scenario": {[]string{"-scenario", "/dev/zero"}, "/dev/zero is larger than a scenario may be (8 MiB)"},
 		"invalid scenario": {[]string{"-scenario", bad}, "scenario: agents: at least one agent is required\n  scenario: rooms[0].members[0]: no human or agent is named \"zed\""},
 		"stray argument":   {[]string{"serve", "now"}, `unexpected argument "now"`},
 		"unknown flag":     {[]string{"-port", "80"}, "flag provided but not defined: -port"},

@@ -89,13 +89,25 @@ func checkLoopback(addr string) error {
 	return fmt.Errorf("-addr %q is not a loopback address (127.0.0.1, ::1 or localhost): the admin API has no authentication", addr)
 }
 
+// maxScenario bounds a -scenario file: a scenario is people, rooms and a
+// few faults, kilobytes.
+const maxScenario = 8 << 20
+
 func loadScenario(path string) (*fakeband.Scenario, error) {
 	if path == "" {
 		return fakeband.DefaultScenario(), nil
 	}
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxScenario+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxScenario {
+		return nil, fmt.Errorf("%s is larger than a scenario may be (%d MiB)", path, maxScenario>>20)
 	}
 	scn, err := fakeband.ParseScenario(data)
 	if err != nil {
