@@ -531,6 +531,8 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 			}
 			return fail("refused by Band", Permanent(err))
 		case ectx.Err() != nil:
+			// Cut off in flight: it may still be applied (see post.go).
+			r.s.late.unknown(r.id, t.msgID, w.key, time.Now())
 			return fail("outcome unknown", err)
 		}
 		// Ambiguous: it may have been applied, or be applied later still.

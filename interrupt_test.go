@@ -292,3 +292,32 @@ func TestAnInterruptedMessageWhoseAckFailsNeverRunsAgain(t *testing.T) {
 		assert.Equal(t, bandonce.Acknowledged, kinds[len(kinds)-1])
 	})
 }
+
+// A reply's POST cut off in flight (here by the shutdown that follows an
+// interrupt) has an unknown outcome: Band may still apply it. The message
+// is consumed only once that POST has settled, or not at all by this
+// life, so a later message of the room under the same key, handled by the
+// next life at once, finds the reply and is not answered a second time.
+func TestAPostCutOffInFlightIsWaitedForBeforeTheMessageIsConsumed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		w.say(room, "order-1")
+		w.say(room, "order-1") // the same natural key
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointPost, Nth: 1, Kind: fakeband.ApplyLate, Delay: 4 * time.Second})
+		cfg := w.socketConfig(keyedByBody)
+		cfg.RequestTimeout = 10 * time.Second
+		cfg.ShutdownTimeout = 100 * time.Millisecond // then the POST is cut off
+		stop := w.start(cfg)
+		time.Sleep(time.Second) // the first reply's POST is held
+		synctest.Wait()
+		require.NoError(t, w.band.Interrupt(w.agent.ID, room.ID))
+		synctest.Wait() // the interrupt has reached the turn
+		require.NoError(t, stop())
+
+		stop = w.start(cfg)
+		runFor(time.Minute)
+		require.NoError(t, stop())
+		assert.Equal(t, 1, w.repliesTo(room, "order-1"), "the POST cut off in flight landed, and was the only one")
+	})
+}

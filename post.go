@@ -247,6 +247,10 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		case isAPI && !apiErr.Transient():
 			return false, &sendFailure{kind: failRefused, call: e.call(), err: Permanent(fmt.Errorf("refused by Band: %w", err))}
 		case ctx.Err() != nil:
+			// Cut off in flight (an interrupt, a shutdown): the request
+			// left, so it may still land, and the message must not be
+			// consumed, nor the key trusted absent, before it has settled.
+			r.s.late.unknown(r.id, e.msg, e.key, time.Now())
 			return false, &sendFailure{kind: failCall, call: e.call(), err: err}
 		}
 		// Ambiguous: it may have landed, or land later still. Only a
