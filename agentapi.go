@@ -463,6 +463,9 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 	fail := func(what string, err error) (T, bool, error) {
 		return zero, false, fmt.Errorf("bandonce: %s (key %q): %s: %w", w.call, w.key, what, err)
 	}
+	// The write's record names its result among the message's steps and
+	// its key's state among the room's keys: a kind of its own, so a
+	// memory, a task and a reply may share one natural key.
 	record := writeRecord(w.kind, w.key)
 	if raw, ok, err := ledger.Step(ectx, r.id, t.msgID, record); err != nil {
 		r.s.ledgerFailed("bandonce: ledger read failed; not writing", err, "room", r.id, "key", w.key)
@@ -473,7 +476,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 			return v, false, nil
 		}
 	}
-	state, err := ledger.Key(ectx, r.id, w.key)
+	state, err := ledger.Key(ectx, r.id, record)
 	if err != nil {
 		r.s.ledgerFailed("bandonce: ledger read failed; not writing", err, "room", r.id, "key", w.key)
 		return fail("ledger read", err)
@@ -484,7 +487,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 	facts := lifecycle.GuardFacts{Ledger: knowledge(state), Durable: ledger.Durable(), Attempt: t.attempt, DefaultKey: isDefault || derivedKey(t.msgID, w.key)}
 	for try := 0; ; try++ {
 		if lifecycle.Guard(facts) != lifecycle.PostNow {
-			if at := r.s.late.settledAt(r.id, w.key, t.inherited); time.Now().Before(at) {
+			if at := r.s.late.settledAt(r.id, record, t.inherited); time.Now().Before(at) {
 				// A write of this key, by this life or an earlier one,
 				// may still be applied: a read now that does not find it
 				// proves nothing.
@@ -497,7 +500,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 			case err != nil:
 				return fail("reading Band for it", err)
 			case found:
-				t.recordWrite(ectx, w.key, record, KeyDuplicateDropped, v)
+				t.recordWrite(ectx, record, KeyDuplicateDropped, v)
 				r.s.log.Info("bandonce: already on Band; not writing it again", "room", r.id, "key", w.key, "write", w.kind)
 				return v, false, nil
 			case facts.Ledger == lifecycle.InRoom:
@@ -507,7 +510,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 		if err := t.forbidden(ctx); err != nil {
 			return zero, false, err
 		}
-		if err := ledger.SetKey(ectx, r.id, w.key, KeyIntent); err != nil {
+		if err := ledger.SetKey(ectx, r.id, record, KeyIntent); err != nil {
 			// Without the intent on record a crash could hide this write
 			// from a durable ledger: do not make it.
 			r.s.ledgerFailed("bandonce: ledger write failed; not writing", err, "room", r.id, "key", w.key)
@@ -518,7 +521,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 		var apiErr *APIError
 		switch {
 		case err == nil:
-			t.recordWrite(ectx, w.key, record, KeyAccepted, v)
+			t.recordWrite(ectx, record, KeyAccepted, v)
 			return v, true, nil
 		case errors.As(err, &notSent):
 			return zero, false, notSent.Err
@@ -532,14 +535,14 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 			return fail("refused by Band", Permanent(err))
 		case ectx.Err() != nil:
 			// Cut off in flight: it may still be applied (see post.go).
-			r.s.late.unknown(r.id, t.msgID, w.key, time.Now())
+			r.s.late.unknown(r.id, t.msgID, record, time.Now())
 			return fail("outcome unknown", err)
 		}
 		// Ambiguous: it may have been applied, or be applied later still.
 		// Only a read once the write has settled can tell, so the next
 		// pass waits for that before it reads, and writes only if the
 		// read finds nothing; the message is not consumed meanwhile.
-		r.s.late.unknown(r.id, t.msgID, w.key, time.Now())
+		r.s.late.unknown(r.id, t.msgID, record, time.Now())
 		facts.Ledger = lifecycle.Intent
 		if try+1 >= r.s.cfg.Retry.MaxAttempts {
 			return fail("outcome unknown", err)
@@ -552,27 +555,30 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 // recordWrite records a write's result and its key's state. A failed
 // record is logged: the write stands, and a later delivery finds it on
 // Band.
-func (t *turn) recordWrite(ctx context.Context, key, record string, state KeyState, v any) {
+func (t *turn) recordWrite(ctx context.Context, record string, state KeyState, v any) {
 	r := t.r
 	wctx, cancel := r.s.markCtx(ctx)
 	defer cancel()
 	if raw, err := json.Marshal(v); err == nil && len(raw) <= MaxStepResult {
 		if err := r.s.cfg.Ledger.SetStep(wctx, r.id, t.msgID, record, raw); err != nil {
-			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "key", key)
+			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "key", record)
 		}
 	}
-	r.setKey(wctx, key, state)
+	r.setKey(wctx, record, state)
 }
 
-// writeRecord names a write's result in the ledger's step records: its
-// kind and key, or a digest of the key when the name would be too long.
+// writeRecord names a write in the ledger, its result among the message's
+// step records and its key's state among the room's keys: its kind and
+// key, or a digest of the key when the name would be too long. The prefix
+// is the shell's (lifecycle.ReservedPrefix), so no reply key or step name
+// can be one.
 func writeRecord(kind, key string) string {
-	name := "bandonce:" + kind + ":" + key
+	name := lifecycle.ReservedPrefix + kind + ":" + key
 	if len(name) <= lifecycle.MaxKeyLen {
 		return name
 	}
 	sum := sha256.Sum256([]byte(key))
-	return "bandonce:" + kind + ":sha256:" + hex.EncodeToString(sum[:])
+	return lifecycle.ReservedPrefix + kind + ":sha256:" + hex.EncodeToString(sum[:])
 }
 
 // AddContact sends a contact request to handle, RemoveContact ends a

@@ -278,3 +278,119 @@ func TestAnAgentAPIWriteAppliedAfterItsSenderDiedIsMadeOnce(t *testing.T) {
 		})
 	}
 }
+
+// A guarded write cut off in flight (the life's hard stop, just after an
+// interrupt reached the turn) may still be applied: the interrupt must not
+// consume the message before it settles, or the next message under the
+// same natural key finds no memory yet and stores it again.
+func TestAnAgentAPIWriteCutOffInFlightIsWaitedForBeforeTheMessageIsConsumed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		w.say(room, "order-1")
+		w.say(room, "order-1") // the same natural key
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointCreateMemory, Nth: 1, Kind: fakeband.ApplyLate, Delay: 4 * time.Second})
+		remember := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			if _, err := m.StoreMemory(ctx, bandonce.Memory{Content: "asked: " + m.Body(), System: "long_term",
+				Type: "episodic", Segment: "user", Thought: "to recall it", SubjectID: m.SenderID, DedupKey: m.Body()}); err != nil {
+				return nil, err
+			}
+			return keyedByBody(ctx, m)
+		}
+		cfg := w.socketConfig(remember)
+		cfg.RequestTimeout = 10 * time.Second
+		cfg.ShutdownTimeout = 100 * time.Millisecond // then the write is cut off
+		stop := w.start(cfg)
+		time.Sleep(time.Second) // the memory's POST is held
+		synctest.Wait()
+		require.NoError(t, w.band.Interrupt(w.agent.ID, room.ID))
+		synctest.Wait() // the interrupt has reached the turn
+		require.NoError(t, stop())
+
+		stop = w.start(cfg)
+		runFor(time.Minute)
+		require.NoError(t, stop())
+		keys := map[string]int{}
+		for _, mem := range w.band.Memories() {
+			var meta map[string]any
+			require.NoError(t, json.Unmarshal(mem.Metadata, &meta))
+			keys[fmt.Sprint(meta["dedup_key"])]++
+		}
+		assert.Equal(t, map[string]int{"order-1": 1}, keys, "the write cut off in flight landed, and was the only one")
+		assert.Equal(t, 1, w.repliesTo(room, "order-1"))
+		t.Log(w.band.Requests(), w.band.Events())
+	})
+}
+
+// oneKeyHandler names every write of its turn by the one natural key of
+// its unit of work, the message's text: an event, a memory, a task, a
+// comment on it, and the reply.
+func oneKeyHandler(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+	key := m.Body()
+	if err := m.Event(ctx, bandonce.Event{Type: bandonce.EventThought, Content: "on it", DedupKey: key}); err != nil {
+		return nil, err
+	}
+	if _, err := m.StoreMemory(ctx, bandonce.Memory{Content: "asked: " + key, System: "long_term", Type: "episodic",
+		Segment: "user", Thought: "to recall it", SubjectID: m.SenderID, DedupKey: key}); err != nil {
+		return nil, err
+	}
+	task, err := m.CreateTask(ctx, bandonce.Task{Subject: "handle " + key, DedupKey: key})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Status: "completed", Comment: "done", DedupKey: key}); err != nil {
+		return nil, err
+	}
+	return &bandonce.Reply{Content: "done: " + key, Mentions: []string{m.SenderID}, DedupKey: key}, nil
+}
+
+// oneKeyWrites counts the writes of oneKeyHandler's turn for key, by kind.
+func oneKeyWrites(t *testing.T, w *world, room fakeband.Room, key string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, mem := range w.band.Memories() {
+		var meta map[string]any
+		require.NoError(t, json.Unmarshal(mem.Metadata, &meta))
+		out[fmt.Sprintf("memory %v", meta["dedup_key"])]++
+	}
+	for _, task := range w.band.Tasks(room.ID) {
+		out["task "+task.Detail]++
+		for _, c := range task.Comments {
+			out["comment "+strings.Split(c.Text, "\n")[1]]++
+		}
+	}
+	for _, e := range w.band.Events() {
+		if e.Kind == fakeband.EventChatEvent {
+			out["event"]++
+		}
+	}
+	out["reply"] = w.repliesTo(room, key)
+	return out
+}
+
+// One natural key names an event, a memory, a task, a comment and the
+// reply: each
+// kind of write is guarded apart, so each is made once and none is taken
+// for another already made. Before they were, the memory's record made the
+// task, the comment and the reply "already done": the person was never
+// answered. The same across a crash at every request of the turn.
+func TestOneKeyNamesAWriteOfEachKindApart(t *testing.T) {
+	const key = "order-17"
+	want := map[string]int{"event": 1, "memory " + key: 1, "task [dedup_key:" + key + "]": 1, "comment [dedup_key:" + key + "]": 1, "reply": 1}
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, key)
+		stop := w.start(w.config(oneKeyHandler))
+		runFor(10 * time.Second)
+		require.NoError(t, stop())
+		assert.Equal(t, want, oneKeyWrites(t, w, room, key))
+		assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+	})
+	crashAtEveryRequestOfATurnSaying(t, key, 9, "me, chats, next, processing, the event, 4 writes, the reply, processed", func() (bandonce.Handler, turnCheck) {
+		return oneKeyHandler, func(t *testing.T, w *world, room fakeband.Room, id string, _ bool) {
+			assert.Equal(t, want, oneKeyWrites(t, w, room, key))
+			assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
+		}
+	})
+}

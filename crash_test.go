@@ -112,10 +112,17 @@ type turnCheck func(t *testing.T, w *world, room fakeband.Room, id string, durab
 // pair of lives and its check, which may share state.
 func crashAtEveryRequestOfATurn(t *testing.T, minRequests int, what string, newTurn func() (bandonce.Handler, turnCheck)) {
 	t.Helper()
+	crashAtEveryRequestOfATurnSaying(t, "refund order 17", minRequests, what, newTurn)
+}
+
+// crashAtEveryRequestOfATurnSaying is crashAtEveryRequestOfATurn for a
+// message that says text.
+func crashAtEveryRequestOfATurnSaying(t *testing.T, text string, minRequests int, what string, newTurn func() (bandonce.Handler, turnCheck)) {
+	t.Helper()
 	var total int
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 1)
-		w.say(w.rooms[0], "refund order 17")
+		w.say(w.rooms[0], text)
 		h, _ := newTurn()
 		total = runConfigWithKill(t, w, w.config(h), -1, false)
 	})
@@ -128,7 +135,7 @@ func crashAtEveryRequestOfATurn(t *testing.T, minRequests int, what string, newT
 					synctest.Test(t, func(t *testing.T) {
 						w := newWorld(t, 1)
 						room := w.rooms[0]
-						id := w.say(room, "refund order 17")
+						id := w.say(room, text)
 						h, check := newTurn()
 						life := func(at int) {
 							cfg := w.config(h)

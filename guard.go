@@ -24,13 +24,14 @@ type guardIndex struct {
 	walked bool
 }
 
-// contains reports whether the agent has sent a message or event with key
-// in the room, reading every page of /context it has not read yet. Only
-// the agent's own items count, and only an exact key: a message's marker
-// line, or an event's metadata member. A human quoting a marker, or a key
-// that merely contains this one, is not a match.
-func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self, key string) (bool, error) {
-	if g.keys[key] {
+// contains reports whether the agent has sent a message or event named
+// name in the room (effect.name: an event's key is named apart), reading
+// every page of /context it has not read yet. Only the agent's own items
+// count, and only an exact key: a message's marker line, or an event's
+// metadata member. A human quoting a marker, or a key that merely contains
+// this one, is not a match.
+func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self, name string) (bool, error) {
+	if g.keys[name] {
 		return true, nil
 	}
 	err := api.WalkContext(ctx, room, &g.resume, func(page *wire.ContextPage) error {
@@ -47,7 +48,7 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 				g.add(k)
 			}
 			if k, ok := item.Metadata.String(lifecycle.MetadataKey); ok && lifecycle.ValidateKey(k) == nil {
-				g.add(k)
+				g.add(writeRecord("event", k))
 			}
 		}
 		return nil
@@ -59,7 +60,7 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 		return false, err
 	}
 	g.walked = true
-	return g.keys[key], nil
+	return g.keys[name], nil
 }
 
 // errUnreadableRoom marks a guard read that no retry can complete: an
@@ -72,10 +73,10 @@ var errUnreadableRoom = errors.New("the room cannot be read to guard the send")
 // start. Only a redelivery pays that read.
 func (g *guardIndex) release() { *g = guardIndex{} }
 
-// add records a key the agent is known to have posted.
-func (g *guardIndex) add(key string) {
+// add records the name of a post the agent is known to have made.
+func (g *guardIndex) add(name string) {
 	if g.keys == nil {
 		g.keys = make(map[string]bool)
 	}
-	g.keys[key] = true
+	g.keys[name] = true
 }

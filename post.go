@@ -91,6 +91,17 @@ type effect struct {
 	event      *Event // an event
 }
 
+// name is the effect's key as the ledger and the room's guard index know
+// it: a reply's key as it is (the marker band-once agents in other
+// languages share), an event's in a kind of its own, so a reply and an
+// event may share one natural key.
+func (e effect) name() string {
+	if e.event != nil {
+		return writeRecord("event", e.key)
+	}
+	return e.key
+}
+
 func (e effect) call() string {
 	if e.event != nil {
 		return "POST events"
@@ -168,7 +179,8 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		return false, &sendFailure{kind: failRefused, call: e.call(), err: Permanent(ErrKeyInOutput)}
 	}
 	ledger := r.s.cfg.Ledger
-	state, err := ledger.Key(ctx, r.id, e.key)
+	name := e.name()
+	state, err := ledger.Key(ctx, r.id, name)
 	if err != nil {
 		r.s.ledgerFailed("bandonce: ledger read failed", err, "room", r.id, "key", e.key)
 		return false, &sendFailure{kind: failLater, keep: true, err: err}
@@ -178,18 +190,18 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		switch lifecycle.Guard(facts) {
 		case lifecycle.DropDuplicate:
 			if !state.InRoom() {
-				r.setKey(ctx, e.key, KeyDuplicateDropped)
+				r.setKey(ctx, name, KeyDuplicateDropped)
 			}
 			r.s.log.Info("bandonce: already in the room; not sending it again", "room", r.id, "key", e.key)
 			return true, nil
 		case lifecycle.ReadRoom, lifecycle.CheckLedger:
-			if at := r.s.late.settledAt(r.id, e.key, e.inherited); time.Now().Before(at) && !r.guard.keys[e.key] {
+			if at := r.s.late.settledAt(r.id, name, e.inherited); time.Now().Before(at) && !r.guard.keys[name] {
 				// A send of this key, by this life or an earlier one, may
 				// still land: a read now that does not find it proves
 				// nothing.
 				return false, &sendFailure{kind: failSettle, keep: true, call: e.call(), until: at}
 			}
-			found, err := r.guard.contains(ctx, r.s.api, r.id, r.s.agentID(), e.key)
+			found, err := r.guard.contains(ctx, r.s.api, r.id, r.s.agentID(), name)
 			r.guardRead(ctx, found, err)
 			if err != nil {
 				return false, r.guardFailed(e, err)
@@ -210,7 +222,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		if cause := gate(try > 0); cause != nil {
 			return false, &sendFailure{kind: failAborted, err: cause}
 		}
-		if err := ledger.SetKey(ctx, r.id, e.key, KeyIntent); err != nil {
+		if err := ledger.SetKey(ctx, r.id, name, KeyIntent); err != nil {
 			// Without the intent on record a crash could hide this send
 			// from a durable ledger: do not send it.
 			r.s.ledgerFailed("bandonce: ledger write failed; not sending", err, "room", r.id, "key", e.key)
@@ -224,8 +236,8 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 			return false, &sendFailure{kind: failAborted, err: notSent.Err}
 		}
 		if err == nil {
-			r.guard.add(e.key)
-			r.setKey(ctx, e.key, KeyAccepted)
+			r.guard.add(name)
+			r.setKey(ctx, name, KeyAccepted)
 			return false, nil
 		}
 		var apiErr *APIError
@@ -250,7 +262,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 			// Cut off in flight (an interrupt, a shutdown): the request
 			// left, so it may still land, and the message must not be
 			// consumed, nor the key trusted absent, before it has settled.
-			r.s.late.unknown(r.id, e.msg, e.key, time.Now())
+			r.s.late.unknown(r.id, e.msg, name, time.Now())
 			return false, &sendFailure{kind: failCall, call: e.call(), err: err}
 		}
 		// Ambiguous: it may have landed, or land later still. Only a
@@ -258,7 +270,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		// next pass waits for that before it reads, and sends only if
 		// the read finds nothing.
 		now := time.Now()
-		r.s.late.unknown(r.id, e.msg, e.key, now)
+		r.s.late.unknown(r.id, e.msg, name, now)
 		facts.Ledger = lifecycle.Intent
 		r.s.log.Warn("bandonce: send outcome unknown; re-checking the room once it has settled", "room", r.id, "key", e.key,
 			"err", err, "wait", r.s.cfg.SettleWindow)

@@ -38,7 +38,8 @@ func TestParseMarkerIsExact(t *testing.T) {
 
 func TestValidateKey(t *testing.T) {
 	assert.NoError(t, ValidateKey("echo:1"))
-	for _, bad := range []string{"", " x", "x ", "a\nb", "a\x00b", string([]byte{0xff}), string(make([]byte, MaxKeyLen+1))} {
+	assert.NoError(t, ValidateKey("order:bandonce:1"), "the shell's prefix only counts at the start")
+	for _, bad := range []string{"", " x", "x ", "a\nb", "a\x00b", string([]byte{0xff}), string(make([]byte, MaxKeyLen+1)), "bandonce:memory:k"} {
 		assert.ErrorIs(t, ValidateKey(bad), ErrBadKey, "%q", bad)
 	}
 }

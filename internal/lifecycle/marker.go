@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -22,12 +23,18 @@ const (
 // text.
 const MetadataKey = "dedup_key"
 
+// ReservedPrefix begins the names the shell gives its own ledger records
+// (an agent-API write's key and result): no dedup key or step name may
+// begin with it, so none can be mistaken for one of them.
+const ReservedPrefix = "bandonce:"
+
 // ErrBadKey is wrapped by ValidateKey's errors.
 var ErrBadKey = errors.New("invalid dedup key")
 
 // ValidateKey reports whether key can travel in a marker and be read back
-// exactly: non-empty, valid UTF-8, one line without a NUL byte, at most
-// MaxKeyLen bytes.
+// exactly, and names nothing of the shell's own: non-empty, valid UTF-8,
+// one line without a NUL byte, at most MaxKeyLen bytes, not beginning with
+// ReservedPrefix.
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
@@ -44,6 +51,8 @@ func ValidateKey(key string) error {
 		return errors.Join(ErrBadKey, errors.New("contains a NUL byte"))
 	case strings.TrimSpace(key) != key:
 		return errors.Join(ErrBadKey, errors.New("has leading or trailing space"))
+	case strings.HasPrefix(key, ReservedPrefix):
+		return errors.Join(ErrBadKey, errors.New("begins with "+strconv.Quote(ReservedPrefix)+", which the shell keeps for its own records"))
 	}
 	return nil
 }
