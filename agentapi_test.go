@@ -318,7 +318,6 @@ func TestAnAgentAPIWriteCutOffInFlightIsWaitedForBeforeTheMessageIsConsumed(t *t
 		}
 		assert.Equal(t, map[string]int{"order-1": 1}, keys, "the write cut off in flight landed, and was the only one")
 		assert.Equal(t, 1, w.repliesTo(room, "order-1"))
-		t.Log(w.band.Requests(), w.band.Events())
 	})
 }
 
