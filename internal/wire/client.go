@@ -333,7 +333,7 @@ func (c *Client) context(ctx context.Context, chatID, cursor string, limit int, 
 		q.Set("limit", strconv.Itoa(min(limit, maxContextLimit)))
 	}
 	res, err := c.send(ctx, request{endpoint: EndpointContext, method: http.MethodGet,
-		path: "/agent/chats/" + url.PathEscape(chatID) + "/context", query: q, retry: true, skipMeasure: !measure, skim: measure})
+		path: "/agent/chats/" + url.PathEscape(chatID) + "/context", query: q, retry: true, skipMeasure: !measure, skim: measure && limit == 1})
 	if err != nil {
 		return nil, err
 	}

@@ -21,16 +21,29 @@ const overread = 4
 
 // clipAt is how much of any one token of a body past the cap the scan
 // keeps: strings and numbers are cut there, so the scan's memory does
-// not grow with the body. A kept id that long may have been cut, and is
-// not used.
+// not grow with the body.
 const clipAt = 64 << 10
+
+// wholeBelow bounds the ids and cursors the scan trusts: a string cut at
+// clipAt raw bytes decodes to at least a sixth of that (a \uXXXX escape
+// is six bytes of one character), so one shorter than this was not cut.
+const wholeBelow = (clipAt - 1) / 6
+
+// The scan's other bounds: how deep a value it skips may nest (the
+// decoder keeps a frame per level) and how many messages it keeps. Past
+// either it gives up, and the answer gives no ids.
+const (
+	maxSkimDepth = 10000
+	maxSkimItems = maxContextLimit
+)
 
 // TooLargeError reports a 2xx answer whose body is larger than the
 // Client's cap (SetMaxBodyBytes). The body is not kept. A /next answer,
 // and a /context page of one item, is read on to its end, keeping no
-// token past 64 KiB, to measure it and to pick out the ids a caller
-// needs to get past it (the request's timeout bounds how long); any other
-// is read on up to four times the cap, only to measure it.
+// token past 64 KiB and giving up past maxSkimDepth or maxSkimItems, to
+// measure it and to pick out the ids a caller needs to get past it (the
+// request's timeout bounds how long); any other is read on up to four
+// times the cap, only to measure it.
 type TooLargeError struct {
 	// Endpoint names the call, such as "GET /agent/chats/{id}/context".
 	Endpoint string
@@ -106,7 +119,7 @@ func tooLarge(endpoint string, resp *http.Response, head []byte, limit int, skim
 		return e
 	}
 	usable := func(m Message) bool {
-		return m.ID != "" && m.SenderID != "" && len(m.ID) < clipAt && len(m.SenderID) < clipAt
+		return m.ID != "" && m.SenderID != "" && len(m.ID) < wholeBelow && len(m.SenderID) < wholeBelow
 	}
 	if skel.one != nil && usable(*skel.one) {
 		e.Message = skel.one
@@ -119,7 +132,7 @@ func tooLarge(endpoint string, resp *http.Response, head []byte, limit int, skim
 			}
 		}
 		if *skel.hasMore {
-			if skel.nextCursor == "" || len(skel.nextCursor) >= clipAt {
+			if skel.nextCursor == "" || len(skel.nextCursor) >= wholeBelow {
 				return e
 			}
 			page.HasMore, page.NextCursor = true, skel.nextCursor
@@ -241,6 +254,7 @@ type skeleton struct {
 func scanSkeleton(r io.Reader) (skeleton, error) {
 	var s skeleton
 	dec := json.NewDecoder(r)
+	dec.UseNumber() // a number past float64's range is still JSON
 	if err := expectDelim(dec, '{'); err != nil {
 		return s, err
 	}
@@ -265,6 +279,9 @@ func scanSkeleton(r io.Reader) (skeleton, error) {
 			case json.Delim('['):
 				s.items = []Message{}
 				for dec.More() {
+					if len(s.items) == maxSkimItems {
+						return s, fmt.Errorf("data holds more than %d messages", maxSkimItems)
+					}
 					if err := expectDelim(dec, '{'); err != nil {
 						return s, err
 					}
@@ -387,7 +404,8 @@ func stringToken(dec *json.Decoder) (string, error) {
 	return s, nil
 }
 
-// skipValue reads one value, however deep, and keeps none of it.
+// skipValue reads one value, up to maxSkimDepth deep, and keeps none of
+// it.
 func skipValue(dec *json.Decoder) error {
 	depth := 0
 	for {
@@ -397,7 +415,9 @@ func skipValue(dec *json.Decoder) error {
 		}
 		switch t {
 		case json.Delim('{'), json.Delim('['):
-			depth++
+			if depth++; depth > maxSkimDepth {
+				return fmt.Errorf("a value nests more than %d deep", maxSkimDepth)
+			}
 		case json.Delim('}'), json.Delim(']'):
 			depth--
 		}

@@ -127,3 +127,51 @@ func (r *repeat) Read(p []byte) (int, error) {
 	r.n -= n
 	return n, nil
 }
+
+// A skim's memory stays bounded however the body is shaped: nested 16 MiB
+// deep, or holding a million messages, it gives up with no ids.
+func TestSkimmingIsBoundedInDepthAndItems(t *testing.T) {
+	const size = 16 << 20
+	for name, body := range map[string]func() io.Reader{
+		"nested": func() io.Reader {
+			return io.MultiReader(strings.NewReader(`{"data":{"content":`), &repeat{b: '[', n: size})
+		},
+		"many messages": func() io.Reader {
+			item := `{"id":"m1","sender_id":"u1"},`
+			return io.MultiReader(strings.NewReader(`{"data":[`), strings.NewReader(strings.Repeat(item, size/len(item))),
+				strings.NewReader(`{"id":"m1","sender_id":"u1"}],"metadata":{"has_more":false}}`))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := &http.Response{StatusCode: 200, ContentLength: -1, Body: io.NopCloser(body())}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			e := tooLarge(EndpointContext, resp, nil, 1000, true)
+			runtime.ReadMemStats(&after)
+			assert.Nil(t, e.Message)
+			assert.Nil(t, e.Page)
+			assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "bytes allocated to skim %d", size)
+		})
+	}
+}
+
+// Only an id the clip cannot have cut is trusted: one cut in its raw bytes
+// (long, or long in escapes) gives no message, and a number too large for
+// a float64 elsewhere does not stop the scan.
+func TestASkimTrustsOnlyWholeIDs(t *testing.T) {
+	skim := func(body string) *Message {
+		resp := &http.Response{StatusCode: 200, ContentLength: -1, Body: io.NopCloser(strings.NewReader(body))}
+		return tooLarge(EndpointNext, resp, nil, 10, true).Message
+	}
+	for name, id := range map[string]string{
+		"long":            strings.Repeat("a", clipAt+100),
+		"long in escapes": strings.Repeat(`\u0041`, 20000),
+		"just too long":   strings.Repeat("a", wholeBelow),
+	} {
+		assert.Nil(t, skim(`{"data":{"id":"`+id+`","sender_id":"u1"}}`), name)
+	}
+	m := skim(`{"data":{"extra":1e400,"big":` + strings.Repeat("9", 70000) + `,"id":"` + strings.Repeat("a", wholeBelow-1) + `","sender_id":"u1"}}`)
+	require.NotNil(t, m, "a huge number is skipped, not an error")
+	assert.Equal(t, wholeBelow-1, len(m.ID))
+}
