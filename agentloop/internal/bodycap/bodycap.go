@@ -47,8 +47,8 @@ func (c *capped) Read(p []byte) (int, error) {
 	if c.left < 0 {
 		return 0, c.tooLarge()
 	}
-	if int64(len(p)) > c.left+1 {
-		p = p[:c.left+1]
+	if int64(len(p)) > c.left {
+		p = p[:c.left+1] // one byte more tells a body past the cap
 	}
 	n, err := c.rc.Read(p)
 	c.left -= int64(n)
