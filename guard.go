@@ -48,7 +48,7 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 				g.add(k)
 			}
 			if k, ok := item.Metadata.String(lifecycle.MetadataKey); ok && lifecycle.ValidateKey(k) == nil {
-				g.add(writeRecord("event", k))
+				g.add(eventName(k))
 			}
 		}
 		return nil

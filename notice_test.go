@@ -172,7 +172,8 @@ func permanentFailure(context.Context, *bandonce.Message) (*bandonce.Reply, erro
 
 // The dead-letter notice's POST is held by Band and applied after the life
 // that sent it died; the next life, on the same durable ledger, finishes
-// the dead letter: the room must be told once.
+// the dead letter from the ledger's record of the notice: the room must be
+// told once, and the handler, which gave up for good, not run again.
 func TestADeadLetterNoticeAppliedAfterItsSenderDiedIsPostedOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agent.ledger")
 	synctest.Test(t, func(t *testing.T) {
@@ -180,11 +181,15 @@ func TestADeadLetterNoticeAppliedAfterItsSenderDiedIsPostedOnce(t *testing.T) {
 		room := w.rooms[0]
 		id := w.say(room, "hi")
 		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.ApplyLate, Delay: 3 * time.Second})
+		var runs atomic.Int32
 		cfg := func() bandonce.Config {
 			ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
 			require.NoError(t, err)
 			t.Cleanup(func() { ledger.Close() })
-			c := w.config(permanentFailure)
+			c := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+				runs.Add(1)
+				return permanentFailure(ctx, m)
+			})
 			c.Ledger = ledger
 			return c
 		}
@@ -196,6 +201,7 @@ func TestADeadLetterNoticeAppliedAfterItsSenderDiedIsPostedOnce(t *testing.T) {
 		require.NoError(t, stop())
 		assert.Len(t, w.errorEvents(room), 1, "the room is told once")
 		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+		assert.Equal(t, int32(1), runs.Load(), "the handler gave up once, and runs once")
 	})
 }
 

@@ -97,10 +97,13 @@ type effect struct {
 // event may share one natural key.
 func (e effect) name() string {
 	if e.event != nil {
-		return writeRecord("event", e.key)
+		return eventName(e.key)
 	}
 	return e.key
 }
+
+// eventName is an event's key as the ledger and the guard index know it.
+func eventName(key string) string { return writeRecord("event", key) }
 
 func (e effect) call() string {
 	if e.event != nil {
