@@ -466,7 +466,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 	// The write's record names its result among the message's steps and
 	// its key's state among the room's keys: a kind of its own, so a
 	// memory, a task and a reply may share one natural key.
-	record := writeRecord(w.kind, w.key)
+	record := lifecycle.RecordName(w.kind, w.key)
 	if raw, ok, err := ledger.Step(ectx, r.id, t.msgID, record); err != nil {
 		r.s.ledgerFailed("bandonce: ledger read failed; not writing", err, "room", r.id, "key", w.key)
 		return fail("ledger read", err)
@@ -565,20 +565,6 @@ func (t *turn) recordWrite(ctx context.Context, record string, state KeyState, v
 		}
 	}
 	r.setKey(wctx, record, state)
-}
-
-// writeRecord names a write in the ledger, its result among the message's
-// step records and its key's state among the room's keys: its kind and
-// key, or a digest of the key when the name would be too long. The prefix
-// is the shell's (lifecycle.ReservedPrefix), so no reply key or step name
-// can be one.
-func writeRecord(kind, key string) string {
-	name := lifecycle.ReservedPrefix + kind + ":" + key
-	if len(name) <= lifecycle.MaxKeyLen {
-		return name
-	}
-	sum := sha256.Sum256([]byte(key))
-	return lifecycle.ReservedPrefix + kind + ":sha256:" + hex.EncodeToString(sum[:])
 }
 
 // AddContact sends a contact request to handle, RemoveContact ends a

@@ -103,7 +103,7 @@ func (e effect) name() string {
 }
 
 // eventName is an event's key as the ledger and the guard index know it.
-func eventName(key string) string { return writeRecord("event", key) }
+func eventName(key string) string { return lifecycle.RecordName("event", key) }
 
 func (e effect) call() string {
 	if e.event != nil {

@@ -93,3 +93,27 @@ func TestATurnThatTakesMoreThanAMinuteIsNotAStalledRoom(t *testing.T) {
 	require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
 	assert.Empty(t, m.Errors())
 }
+
+// oneKeyOfEachKind is a correct turn that names its unit of work once and
+// gives that one key to a progress event, a memory and the reply: each
+// kind keeps its keys apart, so none hides another.
+func oneKeyOfEachKind(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+	key := "work:" + m.ID
+	if err := m.Event(ctx, bandonce.Event{Type: bandonce.EventThought, Content: "working on it", DedupKey: key}); err != nil {
+		return nil, err
+	}
+	if _, err := m.StoreMemory(ctx, bandonce.Memory{Content: "asked: " + m.Body(), System: "long_term", Type: "episodic",
+		Segment: "user", Thought: "to recall it", SubjectID: m.SenderID, DedupKey: key}); err != nil {
+		return nil, err
+	}
+	rep := reply(m, "")
+	rep.DedupKey = key
+	return rep, nil
+}
+
+func TestOneKeyOnAnEventAMemoryAndTheReplyLosesNothing(t *testing.T) {
+	m := newMockT(t)
+	res := ExactlyOnce(m, Shell(oneKeyOfEachKind))
+	require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
+	assert.Empty(t, m.Errors())
+}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/band-once/bandonce/internal/lifecycle"
 	"github.com/band-once/bandonce/internal/oracle"
 	"github.com/band-once/bandonce/proof"
 )
@@ -22,6 +23,16 @@ type sent struct {
 	room, msg      string
 	key, kind      string
 	content        string // without the marker line
+}
+
+// name is the key as the shell's ledger and guard know it: a message's
+// (a Send's or a Reply's) as it is, an event's in a kind of its own, so an
+// event and a message may share one natural key.
+func (s sent) name() string {
+	if strings.HasSuffix(s.kind, " event") {
+		return lifecycle.RecordName("event", s.key)
+	}
+	return s.key
 }
 
 // noteReplyLocked records the Reply a handler returned, with the
@@ -54,7 +65,7 @@ func keyTaken(o *observation) *verdict {
 	o.mu.Unlock()
 	for _, l := range lookups {
 		for _, s := range all {
-			if s.room == l.room && s.key == l.key && s.msg != l.msg {
+			if s.room == l.room && s.name() == l.key && s.msg != l.msg {
 				return &verdict{"effect-key-shared", fmt.Sprintf(
 					"a lost effect: a turn of %s sent under the key %q that %s's turn had used (%s %q), so the guard took that for its own and sent nothing: "+
 						"a key names one message's effect (put the message's ID in it)",
@@ -65,18 +76,19 @@ func keyTaken(o *observation) *verdict {
 	return nil
 }
 
-// keyReused: a dedup key names one thing the room shows. The same key on
-// two messages' effects, or on two different things one delivery sends,
-// makes the guard take the first for the second, which is never shown.
+// keyReused: a dedup key names one thing of its kind the room shows. The
+// same key on two messages' effects of a kind, or on two different
+// messages one delivery sends, makes the guard take the first for the
+// second, which is never shown.
 func keyReused(o *observation) *verdict {
 	all := o.allSent()
 	sort.SliceStable(all, func(i, j int) bool { return all[i].kind != "reply" && all[j].kind == "reply" })
-	first := map[string]sent{} // by room and key
+	first := map[string]sent{} // by room and name
 	for _, s := range all {
 		if s.key == "" {
 			continue
 		}
-		id := s.room + "\x00" + s.key
+		id := s.room + "\x00" + s.name()
 		f, seen := first[id]
 		if !seen {
 			first[id] = s
@@ -105,10 +117,10 @@ func keyReused(o *observation) *verdict {
 // says once. Two of the agent's posts for one message that say the same
 // under different keys show it twice.
 func shownTwice(o *observation, res proof.Result) *verdict {
-	owner := map[string]string{} // room and key to message
+	owner := map[string]string{} // room and name to message
 	for _, s := range o.allSent() {
 		if s.key != "" {
-			owner[s.room+"\x00"+s.key] = s.msg
+			owner[s.room+"\x00"+s.name()] = s.msg
 		}
 	}
 	for room, posts := range res.Posts {

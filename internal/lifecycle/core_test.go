@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,4 +121,20 @@ func FuzzParseMarker(f *testing.F) {
 			t.Fatalf("round trip of %q gave %q, %v", key, again, ok)
 		}
 	})
+}
+
+// A record's name is the shell's own, of its kind, and never too long for
+// a ledger: no valid key is one, two kinds never share one, and a long key
+// is named by its digest.
+func TestRecordNamesAreOfTheirKindAndBounded(t *testing.T) {
+	long := strings.Repeat("k", MaxKeyLen)
+	for _, key := range []string{"order-17", long} {
+		ev, mem := RecordName("event", key), RecordName("memory", key)
+		assert.NotEqual(t, ev, mem)
+		assert.ErrorIs(t, ValidateKey(ev), ErrBadKey, "no key can take a record's name")
+		assert.LessOrEqual(t, len(ev), MaxKeyLen)
+		assert.LessOrEqual(t, len(mem), MaxKeyLen)
+	}
+	assert.Equal(t, "bandonce:event:order-17", RecordName("event", "order-17"))
+	assert.NotEqual(t, RecordName("event", long), RecordName("event", long+"x"), "digests tell long keys apart")
 }

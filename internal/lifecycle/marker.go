@@ -1,6 +1,8 @@
 package lifecycle
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -27,6 +29,20 @@ const MetadataKey = "dedup_key"
 // (an agent-API write's key and result): no dedup key or step name may
 // begin with it, so none can be mistaken for one of them.
 const ReservedPrefix = "bandonce:"
+
+// RecordName is the name the shell's ledger records of a kind of effect
+// other than a message take: an event's key ("event"), or an agent-API
+// write's ("memory", "task", "comment", "room"), in a kind of its own so
+// that one natural key may name an effect of each kind. A name too long
+// for MaxKeyLen holds a digest of the key instead.
+func RecordName(kind, key string) string {
+	name := ReservedPrefix + kind + ":" + key
+	if len(name) <= MaxKeyLen {
+		return name
+	}
+	sum := sha256.Sum256([]byte(key))
+	return ReservedPrefix + kind + ":sha256:" + hex.EncodeToString(sum[:])
+}
 
 // ErrBadKey is wrapped by ValidateKey's errors.
 var ErrBadKey = errors.New("invalid dedup key")
