@@ -339,7 +339,7 @@ func (m *Message) CreateRoom(ctx context.Context, title string) (band.Room, erro
 		p := t.placeOf(ctx)
 		n := p.count("untitled-room")
 		t.mu.Unlock()
-		name := "bandonce:create-room" + p.prefix + ":" + strconv.Itoa(n)
+		name := lifecycle.ReservedPrefix + "create-room" + p.prefix + ":" + strconv.Itoa(n)
 		raw, err := t.step(ctx, name, func(ctx context.Context, _ string) ([]byte, error) {
 			room, err := client.CreateRoom(ctx, "")
 			if err != nil {
