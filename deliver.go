@@ -68,7 +68,7 @@ func (r *room) deliver(fetch, hard context.Context, cy *cycle, m *wire.Message, 
 	if attempt > 1 && r.s.cfg.Ledger.Durable() {
 		// A life before a crash may have begun dead-lettering it: the
 		// room was being told. It finishes that instead of answering.
-		if state, err := ledger.Key(hard, r.id, eventName(NoticeKey(m.ID))); err == nil && state != KeyUnknown {
+		if r.noticeBegun(hard, m.ID) {
 			return r.resumeDeadLetter(hard, cy, m, attempt, errDeadLetteredBefore)
 		}
 	}

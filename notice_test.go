@@ -205,6 +205,55 @@ func TestADeadLetterNoticeAppliedAfterItsSenderDiedIsPostedOnce(t *testing.T) {
 	})
 }
 
+// The same on a ledger a version before events were named apart wrote:
+// the notice's record under its bare key. The upgraded life finishes the
+// dead letter; it does not run the handler again, which would now answer
+// after the room was told the agent had stopped trying.
+func TestADeadLetterBegunByAnEarlierVersionIsFinishedNotAnswered(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.ledger")
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "hi")
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.ApplyLate, Delay: 3 * time.Second})
+		var runs atomic.Int32
+		open := func() *boltledger.Ledger {
+			ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+			require.NoError(t, err)
+			t.Cleanup(func() { ledger.Close() })
+			return ledger
+		}
+		cfg := func(ledger bandonce.Ledger) bandonce.Config {
+			c := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+				if runs.Add(1) == 1 {
+					return permanentFailure(ctx, m)
+				}
+				return echo(ctx, m)
+			})
+			c.Ledger = ledger
+			return c
+		}
+		l1 := open()
+		killLifeAt(t, w, cfg(l1), time.Second)
+		ctx := context.Background()
+		name := "bandonce:event:" + bandonce.NoticeKey(id)
+		state, err := l1.Key(ctx, room.ID, name)
+		require.NoError(t, err)
+		require.NotEqual(t, bandonce.KeyUnknown, state, "the first life began the notice")
+		require.NoError(t, l1.SetKey(ctx, room.ID, bandonce.NoticeKey(id), state))
+		require.NoError(t, l1.SetKey(ctx, room.ID, name, bandonce.KeyUnknown))
+		require.NoError(t, l1.Close())
+
+		stop := w.start(cfg(open()))
+		runFor(time.Minute)
+		require.NoError(t, stop())
+		assert.Equal(t, int32(1), runs.Load(), "the handler gave up once, and runs once")
+		assert.Len(t, w.errorEvents(room), 1, "the room is told once")
+		assert.Equal(t, 0, w.repliesTo(room, bandonce.DefaultKey(id)))
+		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+	})
+}
+
 // The same in one life: the notice's POST times out and lands later. The
 // message, failed, is served again once the POST has settled, and that
 // delivery only finishes the dead letter: the handler, which gave up for
