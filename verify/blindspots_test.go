@@ -78,6 +78,12 @@ func blindSpots() []hinted {
 			}
 			return &bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}, nil
 		}), nil, []string{"a lost effect"}, []string{"put the message's ID in it"}},
+		{"room", "a progress event under one key for every message", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			if err := m.Event(ctx, bandonce.Event{Type: bandonce.EventThought, Content: "working on " + m.Body(), DedupKey: "progress"}); err != nil {
+				return nil, err
+			}
+			return &bandonce.Reply{Content: answer(m), Mentions: []string{m.SenderID}}, nil
+		}), nil, []string{`a lost effect: a turn of r1m2 sent under the key "progress"`}, []string{"put the message's ID in it"}},
 
 		// 3. Keys that are not stable, or not unique.
 		{"keys", "a reply keyed by the model's wording", Shell(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {

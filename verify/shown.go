@@ -69,7 +69,7 @@ func keyTaken(o *observation) *verdict {
 				return &verdict{"effect-key-shared", fmt.Sprintf(
 					"a lost effect: a turn of %s sent under the key %q that %s's turn had used (%s %q), so the guard took that for its own and sent nothing: "+
 						"a key names one message's effect (put the message's ID in it)",
-					o.label(l.msg), l.key, o.label(s.msg), article(s.kind), excerptOf(s.content))}
+					o.label(l.msg), s.key, o.label(s.msg), article(s.kind), excerptOf(s.content))}
 			}
 		}
 	}
