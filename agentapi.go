@@ -500,7 +500,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 			case err != nil:
 				return fail("reading Band for it", err)
 			case found:
-				t.recordWrite(ectx, record, KeyDuplicateDropped, v)
+				t.recordWrite(ectx, record, w.key, KeyDuplicateDropped, v)
 				r.s.log.Info("bandonce: already on Band; not writing it again", "room", r.id, "key", w.key, "write", w.kind)
 				return v, false, nil
 			case facts.Ledger == lifecycle.InRoom:
@@ -521,7 +521,7 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 		var apiErr *APIError
 		switch {
 		case err == nil:
-			t.recordWrite(ectx, record, KeyAccepted, v)
+			t.recordWrite(ectx, record, w.key, KeyAccepted, v)
 			return v, true, nil
 		case errors.As(err, &notSent):
 			return zero, false, notSent.Err
@@ -552,19 +552,19 @@ func guardWriteFresh[T any](ctx context.Context, t *turn, w write[T]) (_ T, fres
 	}
 }
 
-// recordWrite records a write's result and its key's state. A failed
-// record is logged: the write stands, and a later delivery finds it on
-// Band.
-func (t *turn) recordWrite(ctx context.Context, record string, state KeyState, v any) {
+// recordWrite records a write's result and its key's state, both under
+// record (the key's name). A failed record is logged, under key: the
+// write stands, and a later delivery finds it on Band.
+func (t *turn) recordWrite(ctx context.Context, record, key string, state KeyState, v any) {
 	r := t.r
 	wctx, cancel := r.s.markCtx(ctx)
 	defer cancel()
 	if raw, err := json.Marshal(v); err == nil && len(raw) <= MaxStepResult {
 		if err := r.s.cfg.Ledger.SetStep(wctx, r.id, t.msgID, record, raw); err != nil {
-			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "key", record)
+			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "key", key)
 		}
 	}
-	r.setKey(wctx, record, state)
+	r.setKey(wctx, record, key, state)
 }
 
 // AddContact sends a contact request to handle, RemoveContact ends a

@@ -193,7 +193,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		switch lifecycle.Guard(facts) {
 		case lifecycle.DropDuplicate:
 			if !state.InRoom() {
-				r.setKey(ctx, name, KeyDuplicateDropped)
+				r.setKey(ctx, name, e.key, KeyDuplicateDropped)
 			}
 			r.s.log.Info("bandonce: already in the room; not sending it again", "room", r.id, "key", e.key)
 			return true, nil
@@ -240,7 +240,7 @@ func (r *room) send(ctx context.Context, attempt int, e effect, gate func(again 
 		}
 		if err == nil {
 			r.guard.add(name)
-			r.setKey(ctx, name, KeyAccepted)
+			r.setKey(ctx, name, e.key, KeyAccepted)
 			return false, nil
 		}
 		var apiErr *APIError
@@ -346,8 +346,10 @@ func withKey(metadata map[string]any, key string) map[string]any {
 	return out
 }
 
-func (r *room) setKey(ctx context.Context, key string, state KeyState) {
-	if err := r.s.cfg.Ledger.SetKey(ctx, r.id, key, state); err != nil {
+// setKey records the state of the key named name (effect.name,
+// lifecycle.RecordName); a failure is logged under the key itself.
+func (r *room) setKey(ctx context.Context, name, key string, state KeyState) {
+	if err := r.s.cfg.Ledger.SetKey(ctx, r.id, name, state); err != nil {
 		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "key", key)
 	}
 }
