@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/internal/lifecycle"
 )
 
 // ErrTooManyModelCalls is the cause of a turn that asked the model more
@@ -45,7 +46,8 @@ type Loop struct {
 	Tools []Tool
 	// Name tells two loops of one turn apart in their step names and
 	// keys; empty means "agentloop". It must not change while messages
-	// may still be redelivered.
+	// may still be redelivered, and "<Name>:model:1" must be a valid
+	// step name (one line, not beginning with "bandonce:").
 	Name string
 	// MaxModelCalls bounds the model calls of a turn; 0 means
 	// DefaultMaxModelCalls.
@@ -88,6 +90,9 @@ func (l *Loop) RunTurns(ctx context.Context, m *bandonce.Message, turns []Turn) 
 	name := l.Name
 	if name == "" {
 		name = "agentloop"
+	}
+	if err := lifecycle.ValidateKey(stepName(name, "model", 1)); err != nil {
+		return nil, bandonce.Permanent(fmt.Errorf("agentloop: Loop.Name %q cannot name the loop's steps: %w", l.Name, err))
 	}
 	maxCalls := l.MaxModelCalls
 	if maxCalls <= 0 {

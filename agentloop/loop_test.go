@@ -3,6 +3,7 @@ package agentloop_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -248,4 +249,25 @@ func equal(a, b map[string]int) bool {
 func isPermanent(err error) bool {
 	var p *bandonce.PermanentError
 	return errors.As(err, &p)
+}
+
+// A Loop.Name that cannot name the loop's steps is refused, Permanent,
+// naming the field, before any model call: the shell's own prefix, a line
+// break.
+func TestALoopNameThatCannotNameItsStepsIsRefused(t *testing.T) {
+	for _, name := range []string{"bandonce", "bandonce:x", "two\nlines"} {
+		l := &agentloop.Loop{Name: name, Model: unusedModel{t}}
+		_, err := l.Run(context.Background(), &bandonce.Message{})
+		if !isPermanent(err) || !strings.Contains(fmt.Sprint(err), "Loop.Name") {
+			t.Errorf("Name %q: %v, want a Permanent error naming Loop.Name", name, err)
+		}
+	}
+}
+
+// unusedModel fails the test if it is called.
+type unusedModel struct{ t *testing.T }
+
+func (m unusedModel) Complete(context.Context, agentloop.Request) (agentloop.Response, error) {
+	m.t.Error("the model was called")
+	return agentloop.Response{}, errors.New("unused")
 }
