@@ -26,6 +26,16 @@ const (
 	EventAttention EventType = "attention"
 )
 
+// isEventType reports whether a message type read from Band is one of
+// the event types: an event, whose key travels in its metadata.
+func isEventType(t string) bool {
+	switch EventType(t) {
+	case EventThought, EventToolCall, EventToolResult, EventError, EventTask, EventAttention:
+		return true
+	}
+	return false
+}
+
 // Event is what a handler reports to the room besides messages: a thought,
 // a tool call and its result, an error, a task, or a request for a human's
 // attention. Events need no mention.
@@ -52,9 +62,7 @@ const (
 )
 
 func validateEvent(ev *Event) error {
-	switch ev.Type {
-	case EventThought, EventToolCall, EventToolResult, EventError, EventTask, EventAttention:
-	default:
+	if !isEventType(string(ev.Type)) {
 		return Permanent(fmt.Errorf("unknown event type %q", ev.Type))
 	}
 	if blank(ev.Content) {

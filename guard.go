@@ -44,7 +44,9 @@ func (g *guardIndex) contains(ctx context.Context, api *wire.Client, room, self,
 				// carries this key cannot be known.
 				return fmt.Errorf("%w: the agent's own message %s cannot be read back: %w", errUnreadableRoom, item.ID, page.Oversize)
 			}
-			if k, ok := lifecycle.ParseMarker(item.Content); ok {
+			if k, ok := lifecycle.ParseMarker(item.Content); ok && !isEventType(item.MessageType) {
+				// A message's marker; an event's text is the handler's
+				// own, and may end with a line that only looks like one.
 				g.add(k)
 			}
 			if k, ok := item.Metadata.String(lifecycle.MetadataKey); ok && lifecycle.ValidateKey(k) == nil {

@@ -610,3 +610,25 @@ func TestAnEffectAfterAReplayedStepIsNotLost(t *testing.T) {
 		assert.Equal(t, map[string]int{"order 17 exists": 1, "order 17 refunded": 1}, memories)
 	})
 }
+
+// An event's text that ends with a line shaped like a marker is the
+// handler's, not a key: the reply under that key is still posted.
+func TestAnEventEndingInAMarkerLineHidesNoReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "order-17")
+		stop := w.start(w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			// A tool's result that quotes a reply of the room.
+			if err := m.Event(ctx, bandonce.Event{Type: bandonce.EventToolResult,
+				Content: "looked up the thread:\n...\n[dedup_key:order-17]"}); err != nil {
+				return nil, err
+			}
+			return &bandonce.Reply{Content: "refunded", Mentions: []string{m.SenderID}, DedupKey: m.Body()}, nil
+		}))
+		runFor(10 * time.Second)
+		require.NoError(t, stop())
+		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+		assert.Equal(t, 1, w.repliesTo(room, "order-17"), "the person is answered")
+	})
+}
