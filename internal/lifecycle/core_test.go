@@ -1,6 +1,8 @@
 package lifecycle
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -137,4 +139,8 @@ func TestRecordNamesAreOfTheirKindAndBounded(t *testing.T) {
 	}
 	assert.Equal(t, "bandonce:event:order-17", RecordName("event", "order-17"))
 	assert.NotEqual(t, RecordName("event", long), RecordName("event", long+"x"), "digests tell long keys apart")
+	sum := sha256.Sum256([]byte(long))
+	lookalike := "sha256:" + hex.EncodeToString(sum[:])
+	require.NoError(t, ValidateKey(lookalike))
+	assert.NotEqual(t, RecordName("event", long), RecordName("event", lookalike), "a key shaped like a digest is not one")
 }

@@ -34,14 +34,17 @@ const ReservedPrefix = "bandonce:"
 // other than a message take: an event's key ("event"), or an agent-API
 // write's ("memory", "task", "comment", "room"), in a kind of its own so
 // that one natural key may name an effect of each kind. A name too long
-// for MaxKeyLen holds a digest of the key instead.
+// for MaxKeyLen holds a digest of the key instead, and so does the name
+// of a key that looks like one ("sha256:..."), so no key's name is
+// another's digest.
 func RecordName(kind, key string) string {
+	const digest = "sha256:"
 	name := ReservedPrefix + kind + ":" + key
-	if len(name) <= MaxKeyLen {
+	if len(name) <= MaxKeyLen && !strings.HasPrefix(key, digest) {
 		return name
 	}
 	sum := sha256.Sum256([]byte(key))
-	return ReservedPrefix + kind + ":sha256:" + hex.EncodeToString(sum[:])
+	return ReservedPrefix + kind + ":" + digest + hex.EncodeToString(sum[:])
 }
 
 // ErrBadKey is wrapped by ValidateKey's errors.
