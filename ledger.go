@@ -3,6 +3,7 @@ package bandonce
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -74,16 +75,35 @@ type Ledger interface {
 // It keeps at most its cap of keys and of step results per room, evicting
 // the oldest; forgetting a key only costs a room read on a later
 // redelivery, and forgetting a step runs it again, with the same
-// idempotency key. Ack-pending records are never evicted. The zero value
-// is ready to use.
+// idempotency key. Ack-pending records are never evicted. It belongs to
+// the first agent that binds it (AgentBinder): a shell of another agent
+// given the same one is refused at start, since its records would say
+// replies were posted that agent never posted. The zero value is ready to
+// use.
 type MemoryLedger struct {
 	// MaxKeysPerRoom bounds the keys, and separately the step results,
 	// kept per room. Zero means 10000.
 	MaxKeysPerRoom int
 
 	mu    sync.Mutex
+	agent string // the agent bound, "" before any
 	rooms map[string]*memoryRoom
 	dead  []DeadLetter // oldest first; see deadletters.go
+}
+
+// BindAgent implements AgentBinder: the first agent's id is kept, and any
+// other is refused with an error matching ErrAgentMismatch.
+func (l *MemoryLedger) BindAgent(_ context.Context, agentID string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch l.agent {
+	case "":
+		l.agent = agentID
+	case agentID:
+	default:
+		return fmt.Errorf("%w: this MemoryLedger is agent %s's, not %s's", ErrAgentMismatch, l.agent, agentID)
+	}
+	return nil
 }
 
 type memoryRoom struct {

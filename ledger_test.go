@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
 	"github.com/band-once/bandonce/ledgertest"
 )
 
@@ -61,4 +64,38 @@ func TestMemoryLedgerEvictsTheOldestKeysPastItsCapButNoAckPendingRecord(t *testi
 	state, err := l.Key(ctx, "room-2", "k")
 	require.NoError(t, err)
 	assert.Equal(t, bandonce.KeyAccepted, state, "each room has its own cap")
+}
+
+// A MemoryLedger is one agent's: a second agent's shell given the same one
+// is refused at start, with nothing sent, rather than taking the first
+// agent's records for its own and leaving its messages unanswered. The
+// first agent's next life binds it again.
+func TestAMemoryLedgerServesOneAgent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 0)
+		bob := w.band.AddAgent("bob")
+		room := w.band.AddRoom("shared", w.human, w.agent.ID, bob.ID)
+		id, err := w.band.Say(room.ID, w.human.ID, "hello both", w.agent.ID, bob.ID)
+		require.NoError(t, err)
+		ledger := bandonce.NewMemoryLedger()
+		cfgA := w.config(echo)
+		cfgA.Ledger = ledger
+		stopA := w.start(cfgA)
+		runFor(5 * time.Second)
+
+		cfgB := w.config(echo)
+		cfgB.APIKey, cfgB.Ledger = bob.Key, ledger
+		b, err := bandonce.New(cfgB)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // without the refusal, bob would serve
+		defer cancel()
+		require.ErrorIs(t, b.Run(ctx), bandonce.ErrAgentMismatch)
+		require.NoError(t, stopA())
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)), "only the ledger's agent answered")
+		assert.NotEqual(t, fakeband.StatusProcessed, w.band.Status(bob.ID, id), "bob's message waits for a ledger of bob's")
+
+		stopA = w.start(cfgA)
+		runFor(time.Second)
+		require.NoError(t, stopA())
+	})
 }
