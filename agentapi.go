@@ -54,7 +54,8 @@ type Task struct {
 	// Subject is what needs doing; required.
 	Subject string
 	// Detail describes it; the shell appends the key's marker to it as
-	// its last line, where the guard finds it again.
+	// its last line, where the guard finds it again. It is at most 16115
+	// characters: Band's 16384, less room for the longest marker.
 	Detail string
 	// SupersedesID names the active task (UUID or board number) it
 	// replaces.
@@ -76,10 +77,11 @@ type TaskUpdate struct {
 	// ActiveForm is its "doing X" sentence on the board.
 	ActiveForm string
 	// Comment is a note for the others; the shell appends the key's
-	// marker as its last line.
+	// marker as its last line. At most 16115 characters, as a detail.
 	Comment string
 	// Subject and Detail edit the task; State cancels it ("cancelled"),
-	// archives it ("archived") or restores it ("active").
+	// archives it ("archived") or restores it ("active"). A new Detail of
+	// a task this turn created or found keeps the task's marker.
 	Subject, Detail, State string
 	// LinkedNativeID links the agent's assignment to its own tooling.
 	LinkedNativeID string
@@ -89,10 +91,14 @@ type TaskUpdate struct {
 	DedupKey string
 }
 
+// markerRoom is the most characters a key's marker line adds to a text:
+// a line break, "[dedup_key:", the longest key and "]".
+const markerRoom = len("\n[dedup_key:]") + lifecycle.MaxKeyLen
+
 // Limits on what the guarded writes carry.
 const (
 	maxMemoryContent = 16384 // characters
-	maxTaskText      = 16384 // characters, of a detail or a comment
+	maxTaskText      = 16384 // characters, of a detail or a comment, its marker included
 	maxRoomTitle     = 120   // characters, Band's limit on a room title
 )
 
@@ -178,15 +184,15 @@ func (m *Message) CreateTask(ctx context.Context, task Task) (band.Task, error) 
 	switch n := utf8.RuneCountInString(task.Detail); {
 	case blank(task.Subject):
 		return band.Task{}, fmt.Errorf("bandonce: create task: %w", Permanent(errors.New("subject is blank")))
-	case n > maxTaskText:
-		return band.Task{}, fmt.Errorf("bandonce: create task: %w", Permanent(fmt.Errorf("detail is %d characters; at most %d", n, maxTaskText)))
+	case n > maxTaskText-markerRoom:
+		return band.Task{}, fmt.Errorf("bandonce: create task: %w", Permanent(fmt.Errorf("detail is %d characters; at most %d, with room for the key's marker", n, maxTaskText-markerRoom)))
 	}
 	if err := checkKey(task.DedupKey); err != nil {
 		return band.Task{}, fmt.Errorf("bandonce: create task: %w", err)
 	}
 	t := m.turn
 	client, room := t.r.s.client, t.r.id
-	return guardWrite(ctx, t, write[band.Task]{
+	created, err := guardWrite(ctx, t, write[band.Task]{
 		kind: "task", call: band.EndpointCreateTask, key: task.DedupKey,
 		find: func(ctx context.Context, key string) (band.Task, bool, error) {
 			ts, err := client.Tasks(ctx, room, "all")
@@ -205,6 +211,39 @@ func (m *Message) CreateTask(ctx context.Context, task Task) (band.Task, error) 
 			return client.CreateTask(ctx, room, band.NewTask{Subject: task.Subject, Detail: marked(task.Detail, key), SupersedesID: task.SupersedesID})
 		},
 	})
+	if err == nil {
+		t.noteMark(created)
+	}
+	return created, err
+}
+
+// noteMark remembers the key task's detail carries, so that an update of
+// the detail in this turn keeps it: without its marker, a redelivery of
+// the turn would find no task and create it again.
+func (t *turn) noteMark(task band.Task) {
+	key, ok := lifecycle.ParseMarker(task.Detail)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.marks == nil {
+		t.marks = map[string]string{}
+	}
+	t.marks[task.ID] = key
+	if task.Number > 0 {
+		n := strconv.Itoa(task.Number)
+		t.marks[n], t.marks["#"+n] = key, key
+	}
+}
+
+// markOf returns the key the detail of the task named taskID carries, if
+// this turn created or found it.
+func (t *turn) markOf(taskID string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	key, ok := t.marks[taskID]
+	return key, ok
 }
 
 // UpdateTask updates a task of the room's board (by UUID or board
@@ -224,16 +263,22 @@ func (m *Message) UpdateTask(ctx context.Context, taskID string, u TaskUpdate) (
 	}
 	t := m.turn
 	client, room := t.r.s.client, t.r.id
+	if n := utf8.RuneCountInString(u.Detail); n > maxTaskText-markerRoom {
+		return band.Task{}, fmt.Errorf("bandonce: update task: %w", Permanent(fmt.Errorf("detail is %d characters; at most %d, with room for the key's marker", n, maxTaskText-markerRoom)))
+	}
 	up := band.TaskUpdate{Status: u.Status, ActiveForm: u.ActiveForm, Subject: u.Subject, Detail: u.Detail,
 		LinkedNativeID: u.LinkedNativeID, State: u.State}
+	if key, ok := t.markOf(taskID); ok && u.Detail != "" {
+		up.Detail = marked(u.Detail, key) // the guard of the task's creation finds it by this
+	}
 	if u.Comment == "" {
 		if err := t.forbidden(ctx); err != nil {
 			return band.Task{}, err
 		}
 		return client.UpdateTask(ctx, room, taskID, up)
 	}
-	if n := utf8.RuneCountInString(u.Comment); blank(u.Comment) || n > maxTaskText {
-		return band.Task{}, fmt.Errorf("bandonce: update task: %w", Permanent(fmt.Errorf("comment is blank or longer than %d characters", maxTaskText)))
+	if n := utf8.RuneCountInString(u.Comment); blank(u.Comment) || n > maxTaskText-markerRoom {
+		return band.Task{}, fmt.Errorf("bandonce: update task: %w", Permanent(fmt.Errorf("comment is blank or longer than %d characters, with room for the key's marker", maxTaskText-markerRoom)))
 	}
 	if err := checkKey(u.DedupKey); err != nil {
 		return band.Task{}, fmt.Errorf("bandonce: update task: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -391,5 +392,81 @@ func TestOneKeyNamesAWriteOfEachKindApart(t *testing.T) {
 			assert.Equal(t, want, oneKeyWrites(t, w, room, key))
 			assert.Equal(t, "processed", w.band.Status(w.agent.ID, id))
 		}
+	})
+}
+
+// A turn that edits the detail of the task it created keeps the task's
+// marker in the new detail: a redelivery after a crash finds the task and
+// does not create it again.
+func TestATaskWhoseDetailTheTurnEditsIsFoundAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "refund")
+		var lives atomic.Int32
+		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			task, err := m.CreateTask(ctx, bandonce.Task{Subject: "refund", Detail: "draft", DedupKey: "refund-17"})
+			if err != nil {
+				return nil, err
+			}
+			if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Detail: "amount: 17 EUR"}); err != nil {
+				return nil, err
+			}
+			if lives.Load() == 0 {
+				<-ctx.Done() // the process dies here
+				return nil, ctx.Err()
+			}
+			return &bandonce.Reply{Content: "ok", Mentions: []string{m.SenderID}}, nil
+		}
+		killLifeAt(t, w, w.config(h), 5*time.Second)
+		lives.Add(1)
+		stop := w.start(w.config(h))
+		runFor(30 * time.Second)
+		require.NoError(t, stop())
+		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+		tasks := w.band.Tasks(room.ID)
+		require.Len(t, tasks, 1, "one task")
+		assert.Equal(t, "amount: 17 EUR\n[dedup_key:refund-17]", tasks[0].Detail)
+	})
+}
+
+// A task's detail and a comment may be as long as Band takes once the
+// longest marker is on them; a character more is refused before any
+// request, not by Band after one.
+func TestTaskTextsLeaveRoomForTheirMarker(t *testing.T) {
+	const most = 16384 - len("\n[dedup_key:]") - 256
+	key := strings.Repeat("k", 256)
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		w.say(w.rooms[0], "x")
+		var errs []error
+		stop := w.start(w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			task, err := m.CreateTask(ctx, bandonce.Task{Subject: "s", Detail: strings.Repeat("d", most), DedupKey: key})
+			errs = append(errs, err)
+			_, err = m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Comment: strings.Repeat("c", most), DedupKey: key})
+			errs = append(errs, err)
+			_, err = m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Detail: strings.Repeat("e", most)})
+			errs = append(errs, err)
+			_, err = m.CreateTask(ctx, bandonce.Task{Subject: "s", Detail: strings.Repeat("d", most+1)})
+			errs = append(errs, err)
+			_, err = m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Comment: strings.Repeat("c", most+1)})
+			errs = append(errs, err)
+			_, err = m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Detail: strings.Repeat("e", most+1)})
+			errs = append(errs, err)
+			return nil, nil
+		}))
+		runFor(10 * time.Second)
+		require.NoError(t, stop())
+		require.Len(t, errs, 6)
+		for i, err := range errs[:3] {
+			assert.NoError(t, err, "text %d at the bound", i)
+		}
+		for i, err := range errs[3:] {
+			var permanent *bandonce.PermanentError
+			assert.ErrorAs(t, err, &permanent, "text %d past the bound", i)
+		}
+		reqs := w.band.Requests()
+		assert.Equal(t, 1, reqs[fakeband.EndpointCreateTask], "the one past the bound is not sent")
+		assert.Equal(t, 2, reqs[fakeband.EndpointUpdateTask])
 	})
 }

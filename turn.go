@@ -32,6 +32,10 @@ type turn struct {
 	closed  bool
 	top     place           // the turn's own effects given default keys so far
 	running map[string]bool // steps whose fn is running
+	// marks are the keys the details of the tasks this turn created or
+	// found carry, by task id and board number (agentapi.go): an update
+	// of such a task's detail keeps its marker.
+	marks map[string]string
 }
 
 // place is where in the turn an effect is asked for, which its default
