@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -275,7 +276,7 @@ func (m *Message) UpdateTask(ctx context.Context, taskID string, u TaskUpdate) (
 		if err := t.forbidden(ctx); err != nil {
 			return band.Task{}, err
 		}
-		return client.UpdateTask(ctx, room, taskID, up)
+		return t.setTaskState(ctx, taskID, up)
 	}
 	if n := utf8.RuneCountInString(u.Comment); blank(u.Comment) || n > maxTaskText-markerRoom {
 		return band.Task{}, fmt.Errorf("bandonce: update task: %w", Permanent(fmt.Errorf("comment is blank or longer than %d characters, with room for the key's marker", maxTaskText-markerRoom)))
@@ -316,7 +317,23 @@ func (m *Message) UpdateTask(ctx context.Context, taskID string, u TaskUpdate) (
 	// as every state-setting update of a redelivered turn is, so that a
 	// state set earlier in the turn (and set again by this delivery) does
 	// not outlast it.
-	return client.UpdateTask(ctx, room, taskID, up)
+	return t.setTaskState(ctx, taskID, up)
+}
+
+// setTaskState sends an update that only sets state. On a redelivery a
+// task that no longer takes work (Band's 422 task_not_active) was moved on
+// since the last delivery, by the turn's own later update (archived, say)
+// or by a person: the state is not set again, and the task is returned as
+// it is, so the turn goes on instead of failing for good.
+func (t *turn) setTaskState(ctx context.Context, taskID string, up band.TaskUpdate) (band.Task, error) {
+	client, room := t.r.s.client, t.r.id
+	task, err := client.UpdateTask(ctx, room, taskID, up)
+	var apiErr *APIError
+	if err == nil || t.attempt <= 1 || !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnprocessableEntity || apiErr.Code != "task_not_active" {
+		return task, err
+	}
+	t.r.s.log.Info("bandonce: the task no longer takes work; its state is not set again on this redelivery", "room", room, "task", taskID)
+	return client.Task(ctx, room, taskID)
 }
 
 // SetGoal sets the room's goal, the fields of g that are not nil. Setting

@@ -470,3 +470,73 @@ func TestTaskTextsLeaveRoomForTheirMarker(t *testing.T) {
 		assert.Equal(t, 2, reqs[fakeband.EndpointUpdateTask])
 	})
 }
+
+// A turn that completes a task, then archives it, and dies before its
+// reply: the redelivery sets the completed state again, which Band refuses
+// on an archived task. That refusal is the turn's own later update, not a
+// failure: the redelivery goes on, archives nothing twice, and answers.
+func TestARedeliveryPastATaskItsTurnArchivedAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "x")
+		var lives atomic.Int32
+		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			task, err := m.CreateTask(ctx, bandonce.Task{Subject: "refund"})
+			if err != nil {
+				return nil, err
+			}
+			if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Status: "in_progress"}); err != nil {
+				return nil, err
+			}
+			if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Status: "completed", Comment: "done"}); err != nil {
+				return nil, err
+			}
+			if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{State: "archived"}); err != nil {
+				return nil, err
+			}
+			if lives.Load() == 0 {
+				<-ctx.Done() // the process dies here
+				return nil, ctx.Err()
+			}
+			return &bandonce.Reply{Content: "ok", Mentions: []string{m.SenderID}}, nil
+		}
+		killLifeAt(t, w, w.config(h), 5*time.Second)
+		lives.Add(1)
+		stop := w.start(w.config(h))
+		runFor(2 * time.Minute)
+		require.NoError(t, stop())
+		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)))
+		tasks := w.band.Tasks(room.ID)
+		require.Len(t, tasks, 1)
+		assert.Equal(t, "archived", tasks[0].State)
+		assert.Len(t, tasks[0].Comments, 1)
+	})
+}
+
+// On a first delivery a task that takes no work is the handler's to know
+// of: the update's refusal is returned.
+func TestAnUpdateOfAnArchivedTaskIsRefusedOnAFirstDelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		w.say(w.rooms[0], "x")
+		var got error
+		stop := w.start(w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			task, err := m.CreateTask(ctx, bandonce.Task{Subject: "refund"})
+			if err != nil {
+				return nil, err
+			}
+			if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{State: "archived"}); err != nil {
+				return nil, err
+			}
+			_, got = m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Status: "completed"})
+			return &bandonce.Reply{Content: "ok", Mentions: []string{m.SenderID}}, nil
+		}))
+		runFor(10 * time.Second)
+		require.NoError(t, stop())
+		var apiErr *bandonce.APIError
+		require.ErrorAs(t, got, &apiErr)
+		assert.Equal(t, "task_not_active", apiErr.Code)
+	})
+}
