@@ -44,9 +44,12 @@ type Memory struct {
 	// Metadata is the memory's metadata ("tags", "references"). Its
 	// "dedup_key" member is the shell's: leave it unset.
 	Metadata map[string]any
-	// DedupKey names the memory as a unit of work; it is stored at most
-	// once per room. Empty means "msg:<message id>:memory:<n>", n
-	// counting this turn's StoreMemory calls without a DedupKey.
+	// DedupKey names the memory as a unit of work. Memories are the
+	// agent's, not a room's: a memory is stored at most once per key and
+	// agent, and a turn in any room that stores one under a key already
+	// used (with the same subject, scope, system, type and segment) gets
+	// the memory stored first. Empty means "msg:<message id>:memory:<n>",
+	// n counting this turn's StoreMemory calls without a DedupKey.
 	DedupKey string
 }
 

@@ -540,3 +540,30 @@ func TestAnUpdateOfAnArchivedTaskIsRefusedOnAFirstDelivery(t *testing.T) {
 		assert.Equal(t, "task_not_active", apiErr.Code)
 	})
 }
+
+// A memory's key is the agent's: a turn in a second room that stores a
+// memory under a key the first room used gets the first memory, and Band
+// holds one.
+func TestAMemoryKeyIsTheAgentsAcrossRooms(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 2)
+		w.say(w.rooms[0], "prefs")
+		var got []string
+		stop := w.start(w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			mem, err := m.StoreMemory(ctx, bandonce.Memory{Content: "asked in " + m.RoomID, System: "long_term", Type: "semantic",
+				Segment: "user", Thought: "t", SubjectID: m.SenderID, DedupKey: m.Body()})
+			if err != nil {
+				return nil, err
+			}
+			got = append(got, mem.Content)
+			return &bandonce.Reply{Content: "stored", Mentions: []string{m.SenderID}}, nil
+		}))
+		runFor(10 * time.Second)
+		w.say(w.rooms[1], "prefs")
+		runFor(10 * time.Second)
+		require.NoError(t, stop())
+		require.Len(t, w.band.Memories(), 1)
+		first := "asked in " + w.rooms[0].ID
+		assert.Equal(t, []string{first, first}, got)
+	})
+}
