@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -175,4 +176,33 @@ func TestARoomIsReadRenamedAndReportedWorkingIn(t *testing.T) {
 	assert.True(t, fb.Working(agent.ID, room.ID))
 	require.NoError(t, c.Activity(ctx, room.ID, false))
 	assert.False(t, fb.Working(agent.ID, room.ID))
+}
+
+// A board or a memory store whose pages are over the client's cap is read
+// whole in smaller pages, not refused: a guard that must find a task or a
+// memory by its key can always read the listing.
+func TestListingsOverTheCapAreReadInSmallerPages(t *testing.T) {
+	fb, agent, room, _ := fakeClient(t)
+	ctx := t.Context()
+	c, err := band.New(band.Config{APIKey: agent.Key, BaseURL: fb.BaseURL(), HTTPClient: fb.HTTPClient(), MaxResponseBytes: 20_000})
+	require.NoError(t, err)
+	text := strings.Repeat("z", 3000) // a page of 100 tasks or 50 memories is far past 20 KB
+	for i := range 30 {
+		_, err := c.CreateTask(ctx, room.ID, band.NewTask{Subject: "task " + strconv.Itoa(i), Detail: text})
+		require.NoError(t, err)
+		_, err = c.CreateMemory(ctx, band.NewMemory{Content: text, System: "working", Type: "episodic",
+			Segment: "agent", Thought: "t", Scope: "organization"})
+		require.NoError(t, err)
+	}
+	tasks, err := c.Tasks(ctx, room.ID, "all")
+	require.NoError(t, err)
+	assert.Len(t, tasks, 30)
+	memories, err := c.Memories(ctx, band.MemoryFilter{Scope: "all"})
+	require.NoError(t, err)
+	assert.Len(t, memories, 30)
+
+	tiny, err := band.New(band.Config{APIKey: agent.Key, BaseURL: fb.BaseURL(), HTTPClient: fb.HTTPClient(), MaxResponseBytes: 1000})
+	require.NoError(t, err)
+	_, err = tiny.Tasks(ctx, room.ID, "all")
+	require.ErrorIs(t, err, band.ErrTooLarge, "one task past the cap cannot be read")
 }

@@ -100,14 +100,20 @@ func (c *Client) CreateMemory(ctx context.Context, m NewMemory) (Memory, error) 
 // Memories lists the memories the agent may see, every page of them, with
 // the cursor paging the document recommends (page and page_size are
 // deprecated). A cursor the server repeats, or more than MaxMemoryPages
-// pages, ends the walk with a *PagingError, logged once.
+// pages, ends the walk with a *PagingError, logged once. A page over the
+// client's cap on answers is asked again with half as many memories, down
+// to one.
 func (c *Client) Memories(ctx context.Context, f MemoryFilter) (_ []Memory, err error) {
 	defer func() { c.warnPaging(err) }()
 	var all []Memory
 	p := c.api.NewPager(EndpointMemories, "/agent/memories", "", MaxMemoryPages)
-	cursor := ""
+	cursor, limit := "", memoriesPageSize
 	for {
-		items, next, err := c.MemoriesPage(ctx, f, cursor, memoriesPageSize)
+		items, next, err := c.MemoriesPage(ctx, f, cursor, limit)
+		if smaller, ok := halved(limit, err); ok {
+			limit = smaller
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package band
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -194,13 +195,14 @@ func (c *Client) TaskHistory(ctx context.Context, chatID, taskID string) ([]Task
 // {"has_more", "next_cursor"}}) at path (template is the path without
 // ids, for errors), handing each answer to page. A cursor the server
 // repeats, or more than MaxTaskPages pages, ends the walk with a
-// *PagingError, logged once.
+// *PagingError, logged once. A page over the client's cap on answers is
+// asked again with half as many items, down to one.
 func (c *Client) pages(ctx context.Context, endpoint, path, template, chatID string, q url.Values, page func(*wire.Answer) error, ids ...string) (err error) {
 	defer func() { c.warnPaging(err) }()
 	p := c.api.NewPager(endpoint, template, "", MaxTaskPages)
-	cursor := ""
+	cursor, limit := "", tasksPageSize
 	for {
-		query := url.Values{"limit": {strconv.Itoa(tasksPageSize)}}
+		query := url.Values{"limit": {strconv.Itoa(limit)}}
 		for k, v := range q {
 			if len(v) > 0 {
 				query[k] = v
@@ -211,6 +213,10 @@ func (c *Client) pages(ctx context.Context, endpoint, path, template, chatID str
 		}
 		ans, err := c.api.Do(ctx, wire.Call{Endpoint: endpoint, Method: http.MethodGet, Path: path, Query: query,
 			IDs: append([]string{chatID}, ids...), Retry: true})
+		if smaller, ok := halved(limit, err); ok {
+			limit = smaller
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -230,6 +236,15 @@ func (c *Client) pages(ctx context.Context, endpoint, path, template, chatID str
 		}
 		cursor = next
 	}
+}
+
+// halved is the page size to ask for again after err: half of limit, when
+// the answer was over the cap and a smaller page may fit.
+func halved(limit int, err error) (int, bool) {
+	if limit <= 1 || !errors.Is(err, ErrTooLarge) {
+		return limit, false
+	}
+	return limit / 2, true
 }
 
 // Board reads the room's goal.
