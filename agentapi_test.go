@@ -395,6 +395,29 @@ func TestOneKeyNamesAWriteOfEachKindApart(t *testing.T) {
 	})
 }
 
+// diesAfterThenRedelivered runs work as a turn that dies after it in the
+// first life, before its reply, then lets a second life redeliver the
+// message, run work again and answer "ok".
+func diesAfterThenRedelivered(t *testing.T, w *world, work func(ctx context.Context, m *bandonce.Message) error) {
+	t.Helper()
+	var lives atomic.Int32
+	h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if err := work(ctx, m); err != nil {
+			return nil, err
+		}
+		if lives.Load() == 0 {
+			<-ctx.Done() // the process dies here
+			return nil, ctx.Err()
+		}
+		return &bandonce.Reply{Content: "ok", Mentions: []string{m.SenderID}}, nil
+	}
+	killLifeAt(t, w, w.config(h), 5*time.Second)
+	lives.Add(1)
+	stop := w.start(w.config(h))
+	runFor(2 * time.Minute)
+	require.NoError(t, stop())
+}
+
 // A turn that edits the detail of the task it created keeps the task's
 // marker in the new detail: a redelivery after a crash finds the task and
 // does not create it again.
@@ -403,26 +426,13 @@ func TestATaskWhoseDetailTheTurnEditsIsFoundAgain(t *testing.T) {
 		w := newWorld(t, 1)
 		room := w.rooms[0]
 		id := w.say(room, "refund")
-		var lives atomic.Int32
-		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		diesAfterThenRedelivered(t, w, func(ctx context.Context, m *bandonce.Message) error {
 			task, err := m.CreateTask(ctx, bandonce.Task{Subject: "refund", Detail: "draft", DedupKey: "refund-17"})
-			if err != nil {
-				return nil, err
+			if err == nil {
+				_, err = m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Detail: "amount: 17 EUR"})
 			}
-			if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Detail: "amount: 17 EUR"}); err != nil {
-				return nil, err
-			}
-			if lives.Load() == 0 {
-				<-ctx.Done() // the process dies here
-				return nil, ctx.Err()
-			}
-			return &bandonce.Reply{Content: "ok", Mentions: []string{m.SenderID}}, nil
-		}
-		killLifeAt(t, w, w.config(h), 5*time.Second)
-		lives.Add(1)
-		stop := w.start(w.config(h))
-		runFor(30 * time.Second)
-		require.NoError(t, stop())
+			return err
+		})
 		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
 		tasks := w.band.Tasks(room.ID)
 		require.Len(t, tasks, 1, "one task")
@@ -480,32 +490,18 @@ func TestARedeliveryPastATaskItsTurnArchivedAnswers(t *testing.T) {
 		w := newWorld(t, 1)
 		room := w.rooms[0]
 		id := w.say(room, "x")
-		var lives atomic.Int32
-		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		diesAfterThenRedelivered(t, w, func(ctx context.Context, m *bandonce.Message) error {
 			task, err := m.CreateTask(ctx, bandonce.Task{Subject: "refund"})
 			if err != nil {
-				return nil, err
+				return err
 			}
-			if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Status: "in_progress"}); err != nil {
-				return nil, err
+			for _, u := range []bandonce.TaskUpdate{{Status: "in_progress"}, {Status: "completed", Comment: "done"}, {State: "archived"}} {
+				if _, err := m.UpdateTask(ctx, task.ID, u); err != nil {
+					return err
+				}
 			}
-			if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{Status: "completed", Comment: "done"}); err != nil {
-				return nil, err
-			}
-			if _, err := m.UpdateTask(ctx, task.ID, bandonce.TaskUpdate{State: "archived"}); err != nil {
-				return nil, err
-			}
-			if lives.Load() == 0 {
-				<-ctx.Done() // the process dies here
-				return nil, ctx.Err()
-			}
-			return &bandonce.Reply{Content: "ok", Mentions: []string{m.SenderID}}, nil
-		}
-		killLifeAt(t, w, w.config(h), 5*time.Second)
-		lives.Add(1)
-		stop := w.start(w.config(h))
-		runFor(2 * time.Minute)
-		require.NoError(t, stop())
+			return nil
+		})
 		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
 		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)))
 		tasks := w.band.Tasks(room.ID)
