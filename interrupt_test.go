@@ -293,31 +293,45 @@ func TestAnInterruptedMessageWhoseAckFailsNeverRunsAgain(t *testing.T) {
 	})
 }
 
-// A reply's POST cut off in flight (here by the shutdown that follows an
+// A send cut off in flight (here by the shutdown that follows an
 // interrupt) has an unknown outcome: Band may still apply it. The message
-// is consumed only once that POST has settled, or not at all by this
+// is consumed only once that send has settled, or not at all by this
 // life, so a later message of the room under the same key, handled by the
-// next life at once, finds the reply and is not answered a second time.
-func TestAPostCutOffInFlightIsWaitedForBeforeTheMessageIsConsumed(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, 1)
-		room := w.rooms[0]
-		w.say(room, "order-1")
-		w.say(room, "order-1") // the same natural key
-		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointPost, Nth: 1, Kind: fakeband.ApplyLate, Delay: 4 * time.Second})
-		cfg := w.socketConfig(keyedByBody)
-		cfg.RequestTimeout = 10 * time.Second
-		cfg.ShutdownTimeout = 100 * time.Millisecond // then the POST is cut off
-		stop := w.start(cfg)
-		time.Sleep(time.Second) // the first reply's POST is held
-		synctest.Wait()
-		require.NoError(t, w.band.Interrupt(w.agent.ID, room.ID))
-		synctest.Wait() // the interrupt has reached the turn
-		require.NoError(t, stop())
+// next life at once, finds what was sent and does not send it a second
+// time: a reply's POST, and a guarded agent-API write alike.
+func TestASendCutOffInFlightIsWaitedForBeforeTheMessageIsConsumed(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		endpoint fakeband.Endpoint
+		handler  bandonce.Handler
+		memories map[string]int
+	}{
+		{"reply", fakeband.EndpointPost, keyedByBody, map[string]int{}},
+		{"memory", fakeband.EndpointCreateMemory, rememberThenReply, map[string]int{"order-1": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(t, 1)
+				room := w.rooms[0]
+				w.say(room, "order-1")
+				w.say(room, "order-1") // the same natural key
+				w.band.Inject(fakeband.Fault{Endpoint: tc.endpoint, Nth: 1, Kind: fakeband.ApplyLate, Delay: 4 * time.Second})
+				cfg := w.socketConfig(tc.handler)
+				cfg.RequestTimeout = 10 * time.Second
+				cfg.ShutdownTimeout = 100 * time.Millisecond // then the send is cut off
+				stop := w.start(cfg)
+				time.Sleep(time.Second) // the first send is held
+				synctest.Wait()
+				require.NoError(t, w.band.Interrupt(w.agent.ID, room.ID))
+				synctest.Wait() // the interrupt has reached the turn
+				require.NoError(t, stop())
 
-		stop = w.start(cfg)
-		runFor(time.Minute)
-		require.NoError(t, stop())
-		assert.Equal(t, 1, w.repliesTo(room, "order-1"), "the POST cut off in flight landed, and was the only one")
-	})
+				stop = w.start(cfg)
+				runFor(time.Minute)
+				require.NoError(t, stop())
+				assert.Equal(t, 1, w.repliesTo(room, "order-1"), "the send cut off in flight landed, and was the only one")
+				assert.Equal(t, tc.memories, memoryKeys(t, w))
+			})
+		})
+	}
 }

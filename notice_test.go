@@ -172,86 +172,56 @@ func permanentFailure(context.Context, *bandonce.Message) (*bandonce.Reply, erro
 
 // The dead-letter notice's POST is held by Band and applied after the life
 // that sent it died; the next life, on the same durable ledger, finishes
-// the dead letter from the ledger's record of the notice: the room must be
-// told once, and the handler, which gave up for good, not run again.
+// the dead letter from the ledger's record of the notice: the room is told
+// once, and the handler, which gave up for good, does not run again (a
+// run would now answer after the room was told the agent stopped trying).
+// The same when an earlier version wrote that record, under the notice's
+// bare key, before events were named apart.
 func TestADeadLetterNoticeAppliedAfterItsSenderDiedIsPostedOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "agent.ledger")
-	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, 1)
-		room := w.rooms[0]
-		id := w.say(room, "hi")
-		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.ApplyLate, Delay: 3 * time.Second})
-		var runs atomic.Int32
-		cfg := func() bandonce.Config {
-			ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
-			require.NoError(t, err)
-			t.Cleanup(func() { ledger.Close() })
-			c := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-				runs.Add(1)
-				return permanentFailure(ctx, m)
-			})
-			c.Ledger = ledger
-			return c
-		}
-		c1 := cfg()
-		killLifeAt(t, w, c1, time.Second)
-		c1.Ledger.(*boltledger.Ledger).Close()
-		stop := w.start(cfg())
-		runFor(time.Minute)
-		require.NoError(t, stop())
-		assert.Len(t, w.errorEvents(room), 1, "the room is told once")
-		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
-		assert.Equal(t, int32(1), runs.Load(), "the handler gave up once, and runs once")
-	})
-}
-
-// The same on a ledger a version before events were named apart wrote:
-// the notice's record under its bare key. The upgraded life finishes the
-// dead letter; it does not run the handler again, which would now answer
-// after the room was told the agent had stopped trying.
-func TestADeadLetterBegunByAnEarlierVersionIsFinishedNotAnswered(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "agent.ledger")
-	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, 1)
-		room := w.rooms[0]
-		id := w.say(room, "hi")
-		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.ApplyLate, Delay: 3 * time.Second})
-		var runs atomic.Int32
-		open := func() *boltledger.Ledger {
-			ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
-			require.NoError(t, err)
-			t.Cleanup(func() { ledger.Close() })
-			return ledger
-		}
-		cfg := func(ledger bandonce.Ledger) bandonce.Config {
-			c := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-				if runs.Add(1) == 1 {
-					return permanentFailure(ctx, m)
+	for _, earlier := range []bool{false, true} {
+		t.Run(map[bool]string{false: "this version's record", true: "an earlier version's record"}[earlier], func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "agent.ledger")
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(t, 1)
+				room := w.rooms[0]
+				id := w.say(room, "hi")
+				w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.ApplyLate, Delay: 3 * time.Second})
+				var runs atomic.Int32
+				life := func() bandonce.Config {
+					ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+					require.NoError(t, err)
+					t.Cleanup(func() { ledger.Close() })
+					c := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+						if runs.Add(1) == 1 {
+							return permanentFailure(ctx, m)
+						}
+						return echo(ctx, m)
+					})
+					c.Ledger = ledger
+					return c
 				}
-				return echo(ctx, m)
+				first := life()
+				killLifeAt(t, w, first, time.Second)
+				if earlier {
+					ctx, l := context.Background(), first.Ledger
+					name := "bandonce:event:" + bandonce.NoticeKey(id)
+					state, err := l.Key(ctx, room.ID, name)
+					require.NoError(t, err)
+					require.NotEqual(t, bandonce.KeyUnknown, state, "the first life began the notice")
+					require.NoError(t, l.SetKey(ctx, room.ID, bandonce.NoticeKey(id), state))
+					require.NoError(t, l.SetKey(ctx, room.ID, name, bandonce.KeyUnknown))
+				}
+				require.NoError(t, first.Ledger.(*boltledger.Ledger).Close())
+				stop := w.start(life())
+				runFor(time.Minute)
+				require.NoError(t, stop())
+				assert.Equal(t, int32(1), runs.Load(), "the handler gave up once, and runs once")
+				assert.Len(t, w.errorEvents(room), 1, "the room is told once")
+				assert.Equal(t, 0, w.repliesTo(room, bandonce.DefaultKey(id)))
+				assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
 			})
-			c.Ledger = ledger
-			return c
-		}
-		l1 := open()
-		killLifeAt(t, w, cfg(l1), time.Second)
-		ctx := context.Background()
-		name := "bandonce:event:" + bandonce.NoticeKey(id)
-		state, err := l1.Key(ctx, room.ID, name)
-		require.NoError(t, err)
-		require.NotEqual(t, bandonce.KeyUnknown, state, "the first life began the notice")
-		require.NoError(t, l1.SetKey(ctx, room.ID, bandonce.NoticeKey(id), state))
-		require.NoError(t, l1.SetKey(ctx, room.ID, name, bandonce.KeyUnknown))
-		require.NoError(t, l1.Close())
-
-		stop := w.start(cfg(open()))
-		runFor(time.Minute)
-		require.NoError(t, stop())
-		assert.Equal(t, int32(1), runs.Load(), "the handler gave up once, and runs once")
-		assert.Len(t, w.errorEvents(room), 1, "the room is told once")
-		assert.Equal(t, 0, w.repliesTo(room, bandonce.DefaultKey(id)))
-		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
-	})
+		})
+	}
 }
 
 // The same in one life: the notice's POST times out and lands later. The
