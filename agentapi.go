@@ -153,7 +153,7 @@ func (m *Message) StoreMemory(ctx context.Context, mem Memory) (band.Memory, err
 func validateMemory(mem *Memory) error {
 	for name, v := range map[string]string{"content": mem.Content, "system": mem.System, "type": mem.Type,
 		"segment": mem.Segment, "thought": mem.Thought} {
-		if blank(v) {
+		if lifecycle.Blank(v) {
 			return Permanent(fmt.Errorf("%s is blank", name))
 		}
 	}
@@ -186,7 +186,7 @@ func (m *Message) CreateTask(ctx context.Context, task Task) (band.Task, error) 
 		return band.Task{}, ErrNotInTurn
 	}
 	switch n := utf8.RuneCountInString(task.Detail); {
-	case blank(task.Subject):
+	case lifecycle.Blank(task.Subject):
 		return band.Task{}, fmt.Errorf("bandonce: create task: %w", Permanent(errors.New("subject is blank")))
 	case n > maxTaskText-markerRoom:
 		return band.Task{}, fmt.Errorf("bandonce: create task: %w", Permanent(fmt.Errorf("detail is %d characters; at most %d, with room for the key's marker", n, maxTaskText-markerRoom)))
@@ -281,7 +281,7 @@ func (m *Message) UpdateTask(ctx context.Context, taskID string, u TaskUpdate) (
 		}
 		return t.setTaskState(ctx, taskID, up)
 	}
-	if n := utf8.RuneCountInString(u.Comment); blank(u.Comment) || n > maxTaskText-markerRoom {
+	if n := utf8.RuneCountInString(u.Comment); lifecycle.Blank(u.Comment) || n > maxTaskText-markerRoom {
 		return band.Task{}, fmt.Errorf("bandonce: update task: %w", Permanent(fmt.Errorf("comment is blank or longer than %d characters, with room for the key's marker", maxTaskText-markerRoom)))
 	}
 	if err := checkKey(u.DedupKey); err != nil {

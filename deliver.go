@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/band-once/bandonce/internal/lifecycle"
 	"github.com/band-once/bandonce/internal/wire"
@@ -179,7 +178,7 @@ func (r *room) claimFailed(m *wire.Message, err error) roundEnd {
 // /context item would be over maxBody could never be read back: posted,
 // it would leave every later guard of the room unable to tell.
 func validateReply(rep *Reply, maxBody int) error {
-	if blank(rep.Content) {
+	if lifecycle.Blank(rep.Content) {
 		return Permanent(errors.New("reply content is blank"))
 	}
 	if n := readBackSize(rep.Content); n > maxBody {
@@ -274,10 +273,6 @@ func readBackSize(content string) int {
 // blank reports whether s shows nothing to a reader: only white space and
 // invisible format characters (a zero-width space, a joiner, a byte-order
 // mark). Posted, it would show only the dedup marker line.
-func blank(s string) bool {
-	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) }) == ""
-}
-
 func abortOf(cause error) lifecycle.Abort {
 	switch {
 	case errors.Is(cause, ErrInterrupted):

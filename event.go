@@ -65,7 +65,7 @@ func validateEvent(ev *Event) error {
 	if !isEventType(string(ev.Type)) {
 		return Permanent(fmt.Errorf("unknown event type %q", ev.Type))
 	}
-	if blank(ev.Content) {
+	if lifecycle.Blank(ev.Content) {
 		return Permanent(errors.New("content is blank"))
 	}
 	if n := utf8.RuneCountInString(ev.Content); n > maxEventContent {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/band-once/bandonce/internal/lifecycle"
 	"github.com/band-once/bandonce/internal/wire"
 )
 
@@ -100,7 +101,7 @@ func (r *room) tellRoom(ctx context.Context, m *wire.Message, attempt int, d Dea
 	if f := r.s.cfg.DeadLetterNotice; f != nil {
 		text = f(d)
 	}
-	if blank(text) {
+	if lifecycle.Blank(text) {
 		return 0, true
 	}
 	text = r.s.cfg.apiKey.Scrub(text)

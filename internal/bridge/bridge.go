@@ -123,8 +123,11 @@ type keyTemplate string
 
 var placeholders = []string{"{message_id}", "{room_id}", "{sender_id}"}
 
-// parseKeyTemplate checks a template: only known placeholders, and a key
-// that can travel in a marker once expanded.
+// parseKeyTemplate checks a template: only known placeholders,
+// {message_id} among them (a command's reply is its message's work, and
+// without the id every message of a room would share one key, all but the
+// first taken for answered), and a key that can travel in a marker once
+// expanded with ids as long as Band's.
 func parseKeyTemplate(t string) (keyTemplate, error) {
 	if t == "" {
 		return "", nil
@@ -136,7 +139,11 @@ func parseKeyTemplate(t string) (keyTemplate, error) {
 	if i := strings.IndexAny(rest, "{}"); i >= 0 {
 		return "", fmt.Errorf("key template %q: unknown placeholder (want %s)", t, strings.Join(placeholders, ", "))
 	}
-	sample := keyTemplate(t).expand(&bandonce.Message{ID: "m", RoomID: "r", SenderID: "s"})
+	if !strings.Contains(t, "{message_id}") {
+		return "", fmt.Errorf("key template %q: it must hold {message_id}, or every message of a room would share one key and only the first be answered", t)
+	}
+	const id = "00000000-0000-0000-0000-000000000000" // Band's ids are UUIDs
+	sample := keyTemplate(t).expand(&bandonce.Message{ID: id, RoomID: id, SenderID: id})
 	if err := lifecycle.ValidateKey(sample); err != nil {
 		return "", fmt.Errorf("key template %q: %w", t, err)
 	}
@@ -156,8 +163,8 @@ func (t keyTemplate) expand(m *bandonce.Message) string {
 // blank, else the text mentioning the sender, under the key.
 func reply(m *bandonce.Message, text, key string, template keyTemplate) *bandonce.Reply {
 	text = strings.TrimRight(text, "\r\n")
-	if strings.TrimSpace(text) == "" {
-		return nil
+	if lifecycle.Blank(text) {
+		return nil // nothing a person would see, a byte-order mark alone say
 	}
 	r := &bandonce.Reply{Content: text, Mentions: []string{m.SenderID}}
 	if template != "" {

@@ -80,6 +80,7 @@ func TestCommandExitStatusesAndSilence(t *testing.T) {
 		{body: "exit 65", permanent: true},
 		{body: "kill -KILL $$"},
 		{body: "printf '  \\n\\n'", noReply: true},
+		{body: "printf '\\357\\273\\277\\n'", noReply: true}, // a byte-order mark alone, as .NET tools print
 		{body: "true", noReply: true},
 	}
 	for _, tc := range cases {
@@ -105,6 +106,17 @@ func TestNewCommandRefusesWhatCannotWork(t *testing.T) {
 	assert.ErrorContains(t, err, "unknown placeholder")
 	_, err = NewCommand([]string{"true"}, Options{KeyTemplate: " x:{message_id}"})
 	assert.ErrorContains(t, err, "leading or trailing space")
+	// Without the message's id every message of a room shares one key,
+	// and all but the first would be taken for answered.
+	for _, tmpl := range []string{"echo:{room_id}", "echo:{sender_id}", "echo"} {
+		_, err = NewCommand([]string{"true"}, Options{KeyTemplate: tmpl})
+		assert.ErrorContains(t, err, "{message_id}", tmpl)
+	}
+	// Checked with ids as long as Band's, not one letter.
+	_, err = NewCommand([]string{"true"}, Options{KeyTemplate: strings.Repeat("k", 240) + ":{message_id}"})
+	assert.ErrorContains(t, err, "longer than 256 bytes")
+	_, err = NewCommand([]string{"true"}, Options{KeyTemplate: strings.Repeat("k", 200) + ":{message_id}"})
+	assert.NoError(t, err)
 }
 
 // waitPids waits for a file of pids to hold n of them.
