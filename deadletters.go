@@ -112,10 +112,19 @@ func (s *Shell) DeadLetters(ctx context.Context) ([]DeadLetter, error) {
 // dead letter earlier: the answer follows that error event. Effects and
 // Steps of the turn are guarded and journaled as in a delivery. Replay
 // may run while Run serves the same agent; the guard keeps one answer.
+// Replays of one Shell run one at a time (a second waits for the first,
+// or for ctx): two at once would both pass the guard before either's
+// intent was recorded, and both post.
 func (s *Shell) Replay(ctx context.Context, roomID, messageID string) (Outcome, error) {
 	dl, ok := s.cfg.Ledger.(DeadLetterLedger)
 	if !ok {
 		return Outcome{}, ErrNoDeadLetters
+	}
+	select {
+	case s.replaying <- struct{}{}:
+		defer func() { <-s.replaying }()
+	case <-ctx.Done():
+		return Outcome{}, context.Cause(ctx)
 	}
 	all, err := dl.DeadLetters(ctx)
 	if err != nil {

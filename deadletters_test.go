@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -244,4 +245,66 @@ func (d *deadProcLedger) RemoveDeadLetter(ctx context.Context, room, msg string)
 		return err
 	}
 	return d.Ledger.RemoveDeadLetter(ctx, room, msg)
+}
+
+// Two replays of one dead letter at once answer once: the second waits
+// for the first. (Side by side, both passed the guard before either's
+// intent was on record, and both posted; the ledger here holds the first
+// intent back for a minute, or until a second one comes.)
+func TestTwoReplaysAtOnceAnswerOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "hi")
+		ledger := &intentsMeet{MemoryLedger: bandonce.NewMemoryLedger(), met: make(chan struct{})}
+		d := bandonce.DeadLetter{RoomID: room.ID, MessageID: id, SenderID: w.human.ID, Content: "hi", Failures: 3, At: time.Now()}
+		require.NoError(t, ledger.AddDeadLetter(context.Background(), d))
+		cfg := w.config(echo)
+		cfg.Ledger = ledger
+		s, err := bandonce.New(cfg)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		outs := make([]bandonce.Outcome, 2)
+		for i := range 2 {
+			wg.Go(func() {
+				var err error
+				outs[i], err = s.Replay(context.Background(), room.ID, id)
+				if err != nil {
+					// The second may find the dead letter already gone.
+					assert.ErrorIs(t, err, bandonce.ErrNotDeadLettered)
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)), "two replays at once answer once")
+		assert.Contains(t, []bandonce.OutcomeKind{outs[0].Kind, outs[1].Kind}, bandonce.Replied)
+	})
+}
+
+// intentsMeet holds the first intent written until a second is written,
+// or a minute has passed: two sends that have both passed the guard.
+type intentsMeet struct {
+	*bandonce.MemoryLedger
+	mu     sync.Mutex
+	intent int
+	met    chan struct{}
+}
+
+func (l *intentsMeet) SetKey(ctx context.Context, room, key string, st bandonce.KeyState) error {
+	if st == bandonce.KeyIntent {
+		l.mu.Lock()
+		l.intent++
+		n := l.intent
+		l.mu.Unlock()
+		switch n {
+		case 1:
+			select {
+			case <-l.met:
+			case <-time.After(time.Minute):
+			}
+		case 2:
+			close(l.met)
+		}
+	}
+	return l.MemoryLedger.SetKey(ctx, room, key, st)
 }

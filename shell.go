@@ -32,6 +32,7 @@ type Shell struct {
 	jitterSeed uint64
 	late       *lateSends    // when each send of unknown outcome has settled
 	relist     chan struct{} // buffered(1): list the rooms now (see watchRooms)
+	replaying  chan struct{} // buffered(1): held by the Replay running (see Replay)
 	// listed: this Run's start has begun listing the rooms, so an
 	// agent_rooms join answered from now on may have missed a room_added
 	// the listing did not see (see catchUp).
@@ -108,6 +109,7 @@ func New(cfg Config) (*Shell, error) {
 		jitter:     lifecycle.NewJitter(seed + 1),
 		log:        s.Logger,
 		relist:     make(chan struct{}, 1),
+		replaying:  make(chan struct{}, 1),
 		late:       newLateSends(s.SettleWindow),
 		rooms:      make(map[string]*room),
 	}, nil
