@@ -67,7 +67,7 @@ func (r *room) deliver(fetch, hard context.Context, cy *cycle, m *wire.Message, 
 	if attempt > 1 && r.s.cfg.Ledger.Durable() {
 		// A life before a crash may have begun dead-lettering it: the
 		// room was being told. It finishes that instead of answering.
-		if r.noticeBegun(hard, m.ID) {
+		if r.deadLetterBegun(hard, m.ID) {
 			return r.resumeDeadLetter(hard, cy, m, attempt, errDeadLetteredBefore)
 		}
 	}
@@ -423,6 +423,13 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cau
 	}
 	r.s.log.Error("bandonce: giving up on a message", "room", r.id, "message", m.ID, "reason", reason)
 	r.deadLettering[m.ID] = cause
+	if r.s.cfg.Ledger.Durable() {
+		// A later life, after a crash or a stop and a restart, finishes
+		// the dead letter instead of running the handler again.
+		if err := r.s.cfg.Ledger.SetKey(ctx, r.id, deadLetterName(m.ID), KeyAccepted); err != nil {
+			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
+		}
+	}
 	mctx, cancel := r.s.markCtx(ctx)
 	defer cancel()
 	if _, err := r.s.api.Failed(mctx, r.id, m.ID, reason); err != nil {

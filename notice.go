@@ -157,12 +157,16 @@ func truncateRunes(s string, n int) string {
 	return s
 }
 
-// noticeBegun reports whether the ledger records the room's notice of
-// message id's dead letter as begun: under the notice's event name, or
-// under its bare key, where versions before events were named apart
-// recorded it.
-func (r *room) noticeBegun(ctx context.Context, id string) bool {
-	for _, name := range []string{eventName(NoticeKey(id)), NoticeKey(id)} {
+// deadLetterName names the ledger's record that message id's dead letter
+// has begun.
+func deadLetterName(id string) string { return lifecycle.RecordName("dead-letter", id) }
+
+// deadLetterBegun reports whether the ledger records message id's dead
+// letter as begun by an earlier life: its own record, or the room's
+// notice of it under the notice's event name, or under its bare key,
+// where versions before events were named apart recorded it.
+func (r *room) deadLetterBegun(ctx context.Context, id string) bool {
+	for _, name := range []string{deadLetterName(id), eventName(NoticeKey(id)), NoticeKey(id)} {
 		if state, err := r.s.cfg.Ledger.Key(ctx, r.id, name); err == nil && state != KeyUnknown {
 			return true
 		}

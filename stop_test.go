@@ -7,7 +7,9 @@ package bandonce_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/boltledger"
 	"github.com/band-once/bandonce/fakeband"
 )
 
@@ -438,5 +441,57 @@ func TestParticipantChangesWhileStoppedStartNoHandler(t *testing.T) {
 		require.NoError(t, stop())
 		assert.Empty(t, r.h.allCalls())
 		assert.Empty(t, r.out.all())
+	})
+}
+
+// A message given up on stays given up on across a stop, a shutdown and
+// a restart on a durable ledger: the stop withheld the room's notice, so
+// no record of the notice is there, but the dead letter's own record is,
+// and the next life finishes the dead letter instead of running the
+// handler again with a fresh budget (which, succeeding, would answer a
+// message the ledger still lists as dead).
+func TestAMessageGivenUpOnStaysGivenUpAcrossAStopAndARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		path := filepath.Join(t.TempDir(), "agent.ledger")
+		var calls atomic.Int32
+		h := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			if calls.Add(1) == 1 {
+				return nil, bandonce.Permanent(errors.New("this request cannot be done"))
+			}
+			return echo(ctx, m)
+		}
+		life := func(d time.Duration, during func()) {
+			l, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+			require.NoError(t, err)
+			cfg := w.socketConfig(h)
+			cfg.Ledger = l
+			stop := w.start(cfg)
+			during()
+			time.Sleep(d)
+			require.NoError(t, stop())
+			require.NoError(t, l.Close())
+		}
+		// The dead letter's failed mark is slow; the room is stopped while
+		// it is in flight, so the room's notice is withheld.
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointFailed, Nth: 1, Kind: fakeband.Delay, Delay: 3 * time.Second})
+		var id string
+		life(30*time.Second, func() {
+			time.Sleep(6 * time.Second) // the socket up, the room joined
+			id = w.say(room, "do the impossible")
+			time.Sleep(time.Second)
+			require.NoError(t, w.band.StopRoom(room.ID))
+		})
+		require.Equal(t, int32(1), calls.Load(), "given up on after one permanent failure")
+		require.Empty(t, w.errorEvents(room), "the stop withheld the notice")
+
+		life(time.Minute, func() {
+			time.Sleep(6 * time.Second)
+			require.NoError(t, w.band.PlayRoom(room.ID))
+		})
+		assert.Equal(t, int32(1), calls.Load(), "a message given up on is not run again after a restart")
+		assert.Equal(t, 0, w.repliesTo(room, bandonce.DefaultKey(id)))
+		assert.Len(t, w.errorEvents(room), 1, "the room is told once, after the play")
 	})
 }
