@@ -176,8 +176,18 @@ func (p *Process) track() {
 	if p.known == nil {
 		p.known = make(map[int]procEntry)
 	}
+	seen := make(map[int]bool, len(found))
 	for _, e := range found {
 		p.known[e.pid] = e
+		seen[e.pid] = true
+	}
+	// One no walk finds any more is kept while it lives (re-parented, it
+	// is still the command's), and forgotten once it is gone, so a
+	// command that churns children keeps only those alive.
+	for pid, e := range p.known {
+		if now, ok := readStat(pid); !seen[pid] && (!ok || now.start != e.start) {
+			delete(p.known, pid)
+		}
 	}
 }
 
