@@ -145,14 +145,22 @@ var subreaper atomic.Bool
 //
 // An orphan whose process group's leader is still running is left alone:
 // it belongs to a command that still works (a shell's background job whose
-// subshell exited, say), and goes with its group. Everything else is what
-// a dead process left behind.
+// subshell exited, say), and goes with its group. So is every orphan while
+// a command Start launched still runs: one that made a group of its own
+// (a daemon, ssh -f) may be that command's, still at work, and nothing
+// tells whose it is; the last command to end takes them. Everything else
+// is what a dead process left behind.
 func ReapOrphans() int {
 	if !subreaper.Load() {
 		return 0
 	}
 	starting.Lock()
 	defer starting.Unlock()
+	running := false
+	started.Range(func(any, any) bool { running = true; return false })
+	if running {
+		return 0
+	}
 	self, selfGroup := os.Getpid(), syscall.Getpgrp()
 	n := 0
 	for range 10 {

@@ -169,6 +169,40 @@ func subreaperHelper() {
 	if n := ReapOrphans(); n != 1 || len(Alive([]int{orphan})) != 0 {
 		fail("with its group's leader dead, the orphan was not reaped (n=%d)", n)
 	}
+
+	// A daemon (a group of its own) left by a command that ended may be
+	// another command's still: while one runs, it is left alone.
+	other, err := Start(exec.Command("sleep", "300"), Options{})
+	if err != nil {
+		fail("%v", err)
+	}
+	daemonFile := filepath.Join(dir, "daemon")
+	q, err := Start(exec.Command("sh", "-c", `setsid sh -c 'echo $$ > `+daemonFile+`.tmp; mv `+daemonFile+`.tmp `+daemonFile+`; exec sleep 300' </dev/null >/dev/null 2>&1 &`), Options{})
+	if err != nil {
+		fail("%v", err)
+	}
+	<-q.Done()
+	daemon := 0
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if data, err := os.ReadFile(daemonFile); err == nil && daemon == 0 {
+			daemon, _ = strconv.Atoi(strings.TrimSpace(string(data)))
+		}
+		if e, ok := readStat(daemon); daemon != 0 && ok && e.ppid == os.Getpid() {
+			break
+		}
+		if time.Now().After(deadline) {
+			fail("the daemon was never re-parented here")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := ReapOrphans(); n != 0 || len(Alive([]int{daemon})) != 1 {
+		fail("while another command ran, a daemon was reaped (n=%d)", n)
+	}
+	_ = other.Signal(syscall.SIGKILL)
+	<-other.Done()
+	if n := ReapOrphans(); n != 1 || len(Alive([]int{daemon})) != 0 {
+		fail("with no command running, the daemon was not reaped (n=%d)", n)
+	}
 	fmt.Println("OK")
 }
 
@@ -290,4 +324,27 @@ func TestKillEndsATrackedDescendantThatLeftForASessionOfItsOwn(t *testing.T) {
 	p.Kill()
 	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) }) // if Kill missed it
 	assert.Empty(t, Alive([]int{child}), "the tracked descendant is gone when Kill returns")
+}
+
+// Track remembers a command's descendants while they live, not every one
+// it ever saw: a command that runs short-lived children one after another
+// (a shell loop, a build) keeps only those alive.
+func TestTrackForgetsDescendantsThatAreGone(t *testing.T) {
+	p, err := Start(exec.Command("sh", "-c", "while :; do sleep 0.01; done"), Options{})
+	require.NoError(t, err)
+	defer p.Kill()
+	seen := map[int]bool{}
+	for deadline := time.Now().Add(30 * time.Second); len(seen) < 20; {
+		require.True(t, time.Now().Before(deadline), "the loop made %d children", len(seen))
+		p.Track()
+		for _, e := range descendants(p.Pid()) {
+			seen[e.pid] = true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.Track()
+	p.mu.Lock()
+	n := len(p.known)
+	p.mu.Unlock()
+	assert.LessOrEqual(t, n, 2, "%d children seen, %d remembered", len(seen), n)
 }
