@@ -308,3 +308,91 @@ func (l *intentsMeet) SetKey(ctx context.Context, room, key string, st bandonce.
 	}
 	return l.MemoryLedger.SetKey(ctx, room, key, st)
 }
+
+// A crash as the dead letter is being kept (its failed mark posted, its
+// record not yet written) leaves nothing that says it began: the next
+// life gives the message up again, and keeps it, once, for a replay.
+func TestACrashAsADeadLetterIsKeptLeavesItToTheNextLife(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.ledger")
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "hi")
+		ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+		require.NoError(t, err)
+		ks := &killSwitch{next: w.band.HTTPClient().Transport, at: -1}
+		dying := &diesAtKeep{Ledger: ledger, kill: ks.killNow}
+		cfg := w.config(permanentFailure)
+		cfg.Ledger, cfg.HTTPClient = dying, &http.Client{Transport: ks}
+		s, err := bandonce.New(cfg)
+		require.NoError(t, err)
+		ctx, cancel := contextWithCancel()
+		ks.kill = cancel
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		time.Sleep(20 * time.Second)
+		cancel()
+		<-done
+		require.NoError(t, ledger.Close())
+		require.True(t, dying.isDead(), "the crash happened")
+
+		second, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+		require.NoError(t, err)
+		defer second.Close()
+		cfg = w.config(permanentFailure)
+		cfg.Ledger = second
+		stop := w.start(cfg)
+		runFor(time.Minute)
+		require.NoError(t, stop())
+		dead, err := second.DeadLetters(context.Background())
+		require.NoError(t, err)
+		assert.Len(t, dead, 1, "kept once, for a replay")
+		assert.Len(t, w.errorEvents(room), 1, "the room is told once")
+		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
+	})
+}
+
+// diesAtKeep crashes the process as it writes a dead letter: that write
+// and every one after it never reach the ledger.
+type diesAtKeep struct {
+	*boltledger.Ledger
+	kill func()
+
+	mu   sync.Mutex
+	dead bool
+}
+
+func (d *diesAtKeep) isDead() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dead
+}
+
+func (d *diesAtKeep) AddDeadLetter(context.Context, bandonce.DeadLetter) error {
+	d.mu.Lock()
+	d.dead = true
+	d.mu.Unlock()
+	d.kill()
+	return errKilled
+}
+
+func (d *diesAtKeep) SetKey(ctx context.Context, room, key string, s bandonce.KeyState) error {
+	if d.isDead() {
+		return errKilled
+	}
+	return d.Ledger.SetKey(ctx, room, key, s)
+}
+
+func (d *diesAtKeep) SetAckPending(ctx context.Context, room, id string, pending bool) error {
+	if d.isDead() {
+		return errKilled
+	}
+	return d.Ledger.SetAckPending(ctx, room, id, pending)
+}
+
+func (d *diesAtKeep) SetStep(ctx context.Context, room, id, name string, result []byte) error {
+	if d.isDead() {
+		return errKilled
+	}
+	return d.Ledger.SetStep(ctx, room, id, name, result)
+}

@@ -423,13 +423,6 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cau
 	}
 	r.s.log.Error("bandonce: giving up on a message", "room", r.id, "message", m.ID, "reason", reason)
 	r.deadLettering[m.ID] = cause
-	if r.s.cfg.Ledger.Durable() {
-		// A later life, after a crash or a stop and a restart, finishes
-		// the dead letter instead of running the handler again.
-		if err := r.s.cfg.Ledger.SetKey(ctx, r.id, deadLetterName(m.ID), KeyAccepted); err != nil {
-			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
-		}
-	}
 	mctx, cancel := r.s.markCtx(ctx)
 	defer cancel()
 	if _, err := r.s.api.Failed(mctx, r.id, m.ID, reason); err != nil {
@@ -438,6 +431,14 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cau
 	d := DeadLetter{RoomID: r.id, MessageID: m.ID, SenderID: m.SenderID, SenderName: m.SenderName, SenderType: m.SenderType,
 		Content: m.Content, Failures: failures, Reason: reason, Err: cause, At: deadLetterAt()}
 	r.keepDeadLetter(ctx, d)
+	if r.s.cfg.Ledger.Durable() {
+		// Kept: a later life, after a crash or a stop and a restart,
+		// finishes the dead letter instead of running the handler again
+		// (and does not keep it twice).
+		if err := r.s.cfg.Ledger.SetKey(ctx, r.id, deadLetterName(m.ID), KeyAccepted); err != nil {
+			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
+		}
+	}
 	if next, ok := r.tellRoom(ctx, m, attempt, d); !ok {
 		return next
 	}

@@ -493,5 +493,11 @@ func TestAMessageGivenUpOnStaysGivenUpAcrossAStopAndARestart(t *testing.T) {
 		assert.Equal(t, int32(1), calls.Load(), "a message given up on is not run again after a restart")
 		assert.Equal(t, 0, w.repliesTo(room, bandonce.DefaultKey(id)))
 		assert.Len(t, w.errorEvents(room), 1, "the room is told once, after the play")
+		l, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+		require.NoError(t, err)
+		defer l.Close()
+		dead, err := l.DeadLetters(context.Background())
+		require.NoError(t, err)
+		assert.Len(t, dead, 1, "kept once, for a replay")
 	})
 }
