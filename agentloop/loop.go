@@ -20,11 +20,24 @@ var ErrTooManyModelCalls = errors.New("agentloop: too many model calls without a
 // the loop cannot record it, so it does not act on it.
 var ErrResponseTooLarge = errors.New("agentloop: a model response or tool result is too large to record")
 
+// ErrTooManyToolCalls is the cause of a turn whose model asked for more
+// than MaxToolCalls tool calls in one response: the loop runs none of them.
+var ErrTooManyToolCalls = errors.New("agentloop: too many tool calls in one model response")
+
+// ErrEmptyAnswer is the cause of a turn whose model's final answer has no
+// text: the message is given up, so the room is told, rather than marked
+// done with nothing said.
+var ErrEmptyAnswer = errors.New("agentloop: the model's final answer is empty")
+
 // Defaults of a Loop's limits.
 const (
 	DefaultMaxModelCalls = 16
 	DefaultMaxTokens     = 4096
 )
+
+// MaxToolCalls bounds the tool calls of one model response; every call's
+// result goes into each later request of the turn.
+const MaxToolCalls = 128
 
 // Loop runs a turn of a tool-using model: model call, tool calls, model
 // call ... final answer. Every model call is a journaled step: its
@@ -46,8 +59,9 @@ type Loop struct {
 	Tools []Tool
 	// Name tells two loops of one turn apart in their step names and
 	// keys; empty means "agentloop". It must not change while messages
-	// may still be redelivered, and "<Name>:model:1" must be a valid
-	// step name (one line, not beginning with "bandonce:").
+	// may still be redelivered. The names and keys made of it must be
+	// valid: one line, not beginning with "bandonce:", and short enough
+	// (under about 200 bytes) for a tool call's key to fit 256.
 	Name string
 	// MaxModelCalls bounds the model calls of a turn; 0 means
 	// DefaultMaxModelCalls.
@@ -91,12 +105,17 @@ func (l *Loop) RunTurns(ctx context.Context, m *bandonce.Message, turns []Turn) 
 	if name == "" {
 		name = "agentloop"
 	}
-	if err := lifecycle.ValidateKey(stepName(name, "model", 1)); err != nil {
-		return nil, bandonce.Permanent(fmt.Errorf("agentloop: Loop.Name %q cannot name the loop's steps: %w", l.Name, err))
-	}
 	maxCalls := l.MaxModelCalls
 	if maxCalls <= 0 {
 		maxCalls = DefaultMaxModelCalls
+	}
+	// A step's name, and the longest name the loop derives: a tool call's
+	// key, under a message id as long as Band's.
+	longest := bandonce.DefaultKey("00000000-0000-0000-0000-000000000000") + ":" + stepName(name, "tool", maxCalls, MaxToolCalls)
+	for _, derived := range []string{stepName(name, "model", 1), longest} {
+		if err := lifecycle.ValidateKey(derived); err != nil {
+			return nil, bandonce.Permanent(fmt.Errorf("agentloop: Loop.Name %q cannot name the loop's steps and keys: %w", l.Name, err))
+		}
 	}
 	maxTokens := l.MaxTokens
 	if maxTokens <= 0 {
@@ -142,6 +161,17 @@ func (l *Loop) modelCall(ctx context.Context, m *bandonce.Message, loop string, 
 		resp, err := l.Model.Complete(ctx, req)
 		if err != nil {
 			return nil, err
+		}
+		if len(resp.ToolCalls) > MaxToolCalls {
+			return nil, bandonce.Permanent(fmt.Errorf("agentloop: %s: %w: %d, at most %d", name, ErrTooManyToolCalls, len(resp.ToolCalls), MaxToolCalls))
+		}
+		for i, tc := range resp.ToolCalls {
+			if len(tc.Arguments) > 0 && !json.Valid(tc.Arguments) {
+				// A call cut short (max_tokens) or garbled: kept as the
+				// text it is, which the tool call answers as the model's
+				// mistake; as raw JSON it could not be recorded at all.
+				resp.ToolCalls[i].Arguments, _ = json.Marshal(string(tc.Arguments))
+			}
 		}
 		return encode(name, resp)
 	})
@@ -231,6 +261,9 @@ func (l *Loop) Handler() bandonce.Handler {
 		res, err := l.Run(ctx, m)
 		if err != nil {
 			return nil, err
+		}
+		if lifecycle.Blank(res.Text) {
+			return nil, bandonce.Permanent(ErrEmptyAnswer)
 		}
 		return &bandonce.Reply{Content: res.Text, Mentions: []string{m.SenderID}}, nil
 	}

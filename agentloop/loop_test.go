@@ -183,7 +183,8 @@ func TestAResponseTooLargeToRecordRunsNoneOfItsTools(t *testing.T) {
 func TestTheModelsMistakesAreResultsItReads(t *testing.T) {
 	w := newWorld(t)
 	m := &script{steps: []agentloop.Response{
-		{ToolCalls: []agentloop.ToolCall{call("nope", `{}`), call("lookup", `[1]`), call("lookup", `null`), call("picky", `{}`)}},
+		{ToolCalls: []agentloop.ToolCall{call("nope", `{}`), call("lookup", `[1]`), call("lookup", `null`), call("picky", `{}`),
+			call("lookup", `{"order":"o-`)}}, // a call cut short by max_tokens
 		{Text: "sorry"},
 	}}
 	var e effects
@@ -198,8 +199,8 @@ func TestTheModelsMistakesAreResultsItReads(t *testing.T) {
 	m.mu.Lock()
 	last := m.seen[len(m.seen)-1].Turns
 	m.mu.Unlock()
-	results := last[len(last)-4:]
-	for i, want := range []string{`no tool is named "nope"`, "not a JSON object", "not a JSON object: null", "order-9 does not exist"} {
+	results := last[len(last)-5:]
+	for i, want := range []string{`no tool is named "nope"`, "not a JSON object", "not a JSON object: null", "order-9 does not exist", "not a JSON object"} {
 		if !results[i].IsError || !strings.Contains(results[i].Text, want) || results[i].ToolCallID == "" {
 			t.Errorf("result %d: %+v, want an error naming %q, paired with the model's id", i, results[i], want)
 		}
@@ -255,7 +256,7 @@ func isPermanent(err error) bool {
 // naming the field, before any model call: the shell's own prefix, a line
 // break.
 func TestALoopNameThatCannotNameItsStepsIsRefused(t *testing.T) {
-	for _, name := range []string{"bandonce", "bandonce:x", "two\nlines"} {
+	for _, name := range []string{"bandonce", "bandonce:x", "two\nlines", strings.Repeat("n", 230)} {
 		l := &agentloop.Loop{Name: name, Model: unusedModel{t}}
 		_, err := l.Run(context.Background(), &bandonce.Message{})
 		if !isPermanent(err) || !strings.Contains(fmt.Sprint(err), "Loop.Name") {
@@ -270,4 +271,64 @@ type unusedModel struct{ t *testing.T }
 func (m unusedModel) Complete(context.Context, agentloop.Request) (agentloop.Response, error) {
 	m.t.Error("the model was called")
 	return agentloop.Response{}, errors.New("unused")
+}
+
+// A response of more tool calls than MaxToolCalls runs none of them: the
+// turn is given up (the room is told), rather than every result going into
+// every later request.
+func TestAResponseOfTooManyToolCallsRunsNone(t *testing.T) {
+	w := newWorld(t)
+	calls := make([]agentloop.ToolCall, agentloop.MaxToolCalls+1)
+	for i := range calls {
+		calls[i] = call("lookup", `{}`)
+	}
+	m := &script{steps: []agentloop.Response{{ToolCalls: calls}, {Text: "final"}}}
+	var e effects
+	loop := &agentloop.Loop{Model: m, Tools: []agentloop.Tool{e.tool("lookup")}}
+	errs := make(chan error, 10)
+	w.serve(t, func(ctx context.Context, msg *bandonce.Message) (*bandonce.Reply, error) {
+		_, err := loop.Run(ctx, msg)
+		errs <- err
+		return nil, err
+	})
+	w.say(t, "hi")
+	if err := <-errs; !errors.Is(err, agentloop.ErrTooManyToolCalls) || !isPermanent(err) {
+		t.Errorf("Run returned %v, want a permanent ErrTooManyToolCalls", err)
+	}
+	if got := e.snapshot(); len(got) != 0 {
+		t.Errorf("tool runs: %v, want none", got)
+	}
+}
+
+// A final answer with no text is the turn's failure, named: the message
+// is given up and the room told, with the model's empty answer as the
+// reason (not a reply the shell refuses as blank).
+func TestAnEmptyFinalAnswerIsNamedAndTellsTheRoom(t *testing.T) {
+	w := newWorld(t)
+	m := agentloop.ModelFunc(func(context.Context, agentloop.Request) (agentloop.Response, error) {
+		return agentloop.Response{Text: " \n", StopReason: "end_turn"}, nil
+	})
+	h := (&agentloop.Loop{Model: m}).Handler()
+	errs := make(chan error, 10)
+	w.serve(t, func(ctx context.Context, msg *bandonce.Message) (*bandonce.Reply, error) {
+		rep, err := h(ctx, msg)
+		errs <- err
+		return rep, err
+	})
+	msg := w.say(t, "hi")
+	if err := <-errs; !errors.Is(err, agentloop.ErrEmptyAnswer) || !isPermanent(err) {
+		t.Errorf("Handler returned %v, want a permanent ErrEmptyAnswer", err)
+	}
+	w.waitStatus(t, msg, fakeband.StatusProcessed)
+	eventually(t, "the room told", func() bool {
+		for _, e := range w.fb.Events() {
+			if e.Kind == fakeband.EventChatEvent && e.Detail == "error" {
+				return true
+			}
+		}
+		return false
+	})
+	if posts := w.agentPosts(); len(posts) != 0 {
+		t.Errorf("the agent posted %q, want nothing but the error event", posts)
+	}
 }
