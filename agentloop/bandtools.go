@@ -57,7 +57,7 @@ func sendMessageTool() Tool {
 				a.Mentions = []string{c.Msg.SenderID}
 			}
 			if err := c.Msg.Send(ctx, bandonce.Reply{Content: a.Content, Mentions: a.Mentions, DedupKey: c.Key}); err != nil {
-				return "", err
+				return "", refusable(err)
 			}
 			return "sent", nil
 		},
@@ -94,7 +94,7 @@ func sendEventTool() Tool {
 			delete(a.Metadata, "dedup_key")
 			err := c.Msg.Event(ctx, bandonce.Event{Type: bandonce.EventType(a.Type), Content: a.Content, Metadata: a.Metadata, DedupKey: c.Key})
 			if err != nil {
-				return "", err
+				return "", refusable(err)
 			}
 			return "reported", nil
 		},

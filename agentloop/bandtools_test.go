@@ -68,6 +68,10 @@ func TestABandToolsBadArgumentsAreTheModelsToRead(t *testing.T) {
 		{ToolCalls: []agentloop.ToolCall{
 			call(agentloop.ToolSendEvent, `{"type":"error","content":"x"}`),
 			call(agentloop.ToolSendMessage, `{"content":"  "}`),
+			// Refused by the Message before any request, and by Band after
+			// one: the model's to read too, not the end of the turn.
+			call(agentloop.ToolSendEvent, `{"type":"thought","content":"`+strings.Repeat("x", 20000)+`"}`),
+			call(agentloop.ToolSendMessage, `{"content":"hi","mentions":["@nobody"]}`),
 		}},
 		{Text: "ok"},
 	}}
@@ -80,6 +84,9 @@ func TestABandToolsBadArgumentsAreTheModelsToRead(t *testing.T) {
 	m.mu.Unlock()
 	if !turns[2].IsError || !strings.Contains(turns[2].Text, "not thought") || !turns[3].IsError || !strings.Contains(turns[3].Text, "blank") {
 		t.Errorf("results: %+v", turns[2:])
+	}
+	if !turns[4].IsError || !strings.Contains(turns[4].Text, "16384") || !turns[5].IsError || !strings.Contains(turns[5].Text, "422") {
+		t.Errorf("refusals: %.200v / %v, want both the model's to read", turns[4], turns[5])
 	}
 	if posts := w.agentPosts(); len(posts) != 1 {
 		t.Errorf("posts: %q, want the reply only", posts)
