@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/band-once/bandonce"
 )
@@ -18,19 +19,26 @@ import (
 const Default = 32 << 20
 
 // Middleware returns the SDK middleware that caps every answer's body at
-// max bytes (Default for zero or less). Reading past it fails with a
-// Permanent error that names the cap and the endpoint: the message is
-// given up with that reason, not called again and again.
+// max bytes (Default for zero or less), for one call: make one per call.
+// Reading past the cap fails with a Permanent error that names the cap
+// and the endpoint: the message is given up with that reason, not called
+// again and again. An SDK that retries a body whose read failed (as a
+// dropped connection) gets the same error at once, without sending the
+// request again: it was answered, and billed.
 func Middleware(max int64) func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	if max <= 0 {
 		max = Default
 	}
+	var past atomic.Pointer[capped] // the answer that went past the cap
 	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+		if c := past.Load(); c != nil {
+			return nil, c.tooLarge()
+		}
 		resp, err := next(req)
 		if err != nil || resp.Body == nil {
 			return resp, err
 		}
-		resp.Body = &capped{rc: resp.Body, left: max, max: max, url: req.URL.Redacted()}
+		resp.Body = &capped{rc: resp.Body, left: max, max: max, url: req.URL.Redacted(), past: &past}
 		return resp, nil
 	}
 }
@@ -41,6 +49,7 @@ type capped struct {
 	left int64
 	max  int64
 	url  string
+	past *atomic.Pointer[capped]
 }
 
 func (c *capped) Read(p []byte) (int, error) {
@@ -53,6 +62,7 @@ func (c *capped) Read(p []byte) (int, error) {
 	n, err := c.rc.Read(p)
 	c.left -= int64(n)
 	if c.left < 0 {
+		c.past.Store(c)
 		return n + int(c.left), c.tooLarge()
 	}
 	return n, err

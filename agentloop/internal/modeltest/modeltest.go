@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,19 +163,26 @@ func Cancel(t *testing.T, ad Adapter) {
 
 // AnswerPastTheCap checks that an answer past the adapter's cap (its
 // default, 32 MiB: the SDK reads every answer whole) fails the call as
-// Permanent, naming the cap, instead of filling memory.
+// Permanent, naming the cap, instead of filling memory; and that the
+// SDK's own retries, which take a body cut short for a dropped
+// connection, do not send the call (answered, and billed) again.
 func AnswerPastTheCap(t *testing.T, ad Adapter) {
+	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"`)
 		_, _ = io.Copy(w, io.LimitReader(filler{}, 33<<20))
 		_, _ = io.WriteString(w, `"}`)
 	}))
 	t.Cleanup(srv.Close)
-	_, err := ad.New(srv.URL, 0).Complete(context.Background(), first)
+	_, err := ad.New(srv.URL, 2).Complete(context.Background(), first)
 	var perm *bandonce.PermanentError
 	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "33554432 bytes, MaxAnswerBytes") {
 		t.Errorf("err = %v, want it Permanent, naming the cap", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the model API was called %d times for one call past the cap, want 1", n)
 	}
 }
 
