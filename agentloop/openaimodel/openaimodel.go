@@ -47,6 +47,9 @@ func (m *Model) Complete(ctx context.Context, req agentloop.Request) (agentloop.
 	}
 	ch := c.Choices[0]
 	resp := agentloop.Response{Text: ch.Message.Content, StopReason: ch.FinishReason}
+	if resp.Text == "" {
+		resp.Text = ch.Message.Refusal // the model's words when it declines
+	}
 	for _, tc := range ch.Message.ToolCalls {
 		if tc.Type != "function" {
 			continue

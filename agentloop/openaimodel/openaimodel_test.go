@@ -1,7 +1,11 @@
 package openaimodel_test
 
 import (
+	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -54,3 +58,22 @@ func TestCancellingTheContextEndsTheCallInFlight(t *testing.T) { modeltest.Cance
 
 // An answer past the cap fails the call, Permanent, without filling memory.
 func TestAnAnswerPastTheCapIsPermanent(t *testing.T) { modeltest.AnswerPastTheCap(t, adapter) }
+
+// A refusal (no content, the model's words in refusal) is the answer's
+// text: dropped, the loop's final answer would be blank.
+func TestARefusalIsTheAnswersText(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"fake-model","choices":[{"index":0,"finish_reason":"stop",`+
+			`"message":{"role":"assistant","content":null,"refusal":"I can't help with that."}}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	resp, err := adapter.New(srv.URL, 0).Complete(context.Background(), agentloop.Request{MaxTokens: 16,
+		Turns: []agentloop.Turn{{Role: agentloop.RoleUser, Text: "hi"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text != "I can't help with that." {
+		t.Errorf("text %q, want the refusal's words", resp.Text)
+	}
+}
