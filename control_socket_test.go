@@ -120,3 +120,25 @@ func TestAThousandSocketDropsLoseNoMessageAndLeakNoGoroutine(t *testing.T) {
 		}
 	})
 }
+
+// An idle room's next look, a slow resync while the socket was up, is
+// brought in to the poll interval when the socket goes down and stays
+// down: a message said meanwhile is answered within seconds, not at the
+// end of the minute's resync.
+func TestAnIdleRoomPollsOnceTheSocketIsDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		stop := startOnce(w, w.socketConfig(echo))
+		time.Sleep(10 * time.Second) // up, joined, the room idle
+		synctest.Wait()
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointSocket, Probability: 1, Kind: fakeband.FailBefore, Status: 503})
+		w.band.DropSockets(w.agent.ID)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		id := w.say(w.rooms[0], "said while the socket is down")
+		time.Sleep(10 * time.Second) // five poll intervals; the resync is 60 s
+		synctest.Wait()
+		assert.Equal(t, 1, w.repliesTo(w.rooms[0], bandonce.DefaultKey(id)), "answered by polling")
+		require.NoError(t, stop())
+	})
+}

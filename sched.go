@@ -41,6 +41,7 @@ type scheduler struct {
 	mu    sync.Mutex
 	woken []*room       // wake-ups for the dispatcher to take in
 	again []*room       // catch-ups: a look that begins after the wake-up
+	poll  bool          // the socket went down: bring the budgeted looks in (pollSoon)
 	kick  chan struct{} // buffered(1): woken has something, or a slot is free for a room waiting
 	// wantSlot says that a ready room waits for a slot: the round that
 	// gives one back then kicks the dispatcher. Otherwise it does not, so
@@ -134,6 +135,20 @@ func (q *scheduler) wake(r *room) {
 func (q *scheduler) catchUp(r *room) {
 	q.mu.Lock()
 	q.again = append(q.again, r)
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pollSoon brings every room's look that only guards against a lost push
+// and is due later than the poll interval in to it: the socket is down,
+// so no push will wake those rooms, and an idle room polls. It never
+// blocks.
+func (q *scheduler) pollSoon() {
+	q.mu.Lock()
+	q.poll = true
 	q.mu.Unlock()
 	select {
 	case q.kick <- struct{}{}:
@@ -309,9 +324,18 @@ func (q *scheduler) nextDue() (time.Time, bool) {
 // to run again.
 func (q *scheduler) takeIn() {
 	q.mu.Lock()
-	woken, again := q.woken, q.again
-	q.woken, q.again = nil, nil
+	woken, again, poll := q.woken, q.again, q.poll
+	q.woken, q.again, q.poll = nil, nil, false
 	q.mu.Unlock()
+	if poll {
+		by := time.Now().Add(q.s.cfg.PollInterval)
+		for _, r := range q.timers {
+			if r.sched.budgeted && r.sched.due.After(by) {
+				r.sched.due = by
+			}
+		}
+		heap.Init(&q.timers)
+	}
 	for _, r := range again {
 		switch r.sched.state {
 		case schedNew, schedReady, schedRunning:

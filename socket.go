@@ -37,6 +37,12 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 			if ctx.Err() != nil {
 				return // Run is ending: nothing to recover from
 			}
+			s.mu.Lock()
+			sched := s.sched
+			s.mu.Unlock()
+			if sched != nil {
+				sched.pollSoon() // the idle rooms' slow resyncs would wait for pushes that cannot come
+			}
 			s.log.Info("bandonce: socket disconnected; polling until it is back", "err", err)
 		},
 		// Pushes sent before a topic was joined (or while the socket was
