@@ -42,8 +42,12 @@ type registration struct {
 	// another join_ref belong to an earlier join and are dropped.
 	joinRef string
 	// rejoins counts consecutive server-side channel failures, for the
-	// rejoin backoff; a successful join resets it.
+	// rejoin backoff; a channel that stayed joined a heartbeat interval
+	// resets it (one the server ends at once after every join must not
+	// be rejoined at the base backoff for ever).
 	rejoins int
+	// joinedAt is when its current join was answered ok.
+	joinedAt time.Time
 }
 
 // New returns a Client; nothing happens until Run.

@@ -3,6 +3,7 @@ package phoenix
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -89,7 +90,7 @@ func (s *session) handleReply(f Frame) {
 		// nothing but still counts for the connect phase.
 		if r := s.c.byTopic[p.topic]; r != nil && r.joinRef == f.Ref {
 			if ok {
-				r.rejoins = 0
+				r.joinedAt = time.Now()
 				joined = !s.closed
 			} else {
 				r.joinRef = ""
@@ -131,6 +132,9 @@ func (s *session) handleChannelDown(f Frame) {
 		return
 	}
 	r.joinRef = ""
+	if !r.joinedAt.IsZero() && time.Since(r.joinedAt) >= s.c.cfg.HeartbeatInterval {
+		r.rejoins = 0 // it stayed up: this failure starts a new run
+	}
 	wait := s.c.backoff.delay(r.rejoins)
 	r.rejoins++
 	s.scheduleRejoin(r, wait)

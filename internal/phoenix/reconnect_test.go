@@ -194,3 +194,25 @@ func TestAThousandDropsLeaveNoGoroutineAndLoseNoPushAfterRejoin(t *testing.T) {
 		assert.Len(t, rec.disconnectErrs(), drops+1)
 	})
 }
+
+// A channel the server ends at once after every ok join is rejoined on a
+// growing backoff, not at the base window for ever; one that stayed
+// joined a heartbeat interval starts over.
+func TestAChannelThatCrashesAfterEveryJoinBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		band := newFakeBand(t)
+		band.pushOnJoin[room1] = phoenix.EventError
+		rec := newRecorder()
+		c := phoenix.New(rec.config(band)) // backoff from 1 s up to 1 min
+		c.Join(room1, rec.handler(room1))
+		run := start(t, c)
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		joins := len(band.conn(0).framesOf(phoenix.EventJoin))
+		// At the base window a join every second or so: hundreds. Doubling
+		// to the minute's cap: a dozen or so in ten minutes.
+		assert.Less(t, joins, 30, "joins in 10 minutes, on one connection")
+		assert.Equal(t, 1, band.connCount())
+		run.stop(t)
+	})
+}
