@@ -103,13 +103,19 @@ type ending struct {
 	// else the takeover is not held to its bar.
 	outage  bool
 	excused string
+	// returned: the holder handing over has returned from it (its
+	// release, handedOver); until then it drains.
+	returned bool
 }
 
 // Failover is one takeover the engine timed: after the holder's death
 // or hand-over, until a replica leading under a later epoch sent its
 // first request to Band.
 type Failover struct {
-	// Kind is "death" or "handover".
+	// Kind is "death" or "handover". A hand-over whose holder's lease ran
+	// out while it still drained (a request of its in flight, slow) is
+	// taken over by the lease, not by a release, and is timed as a death:
+	// the takeover waited for the lease, as after a death.
 	Kind string
 	// Took is how long it took, in virtual time.
 	Took time.Duration
@@ -167,6 +173,9 @@ func (r *replicaState) sent(l *life, p *parkedRequest) {
 	}
 	if e := r.ending; e != nil && epoch > e.epoch {
 		f := Failover{Kind: e.kind, Took: time.Since(e.at), Excused: e.excused}
+		if e.kind == "handover" && !e.returned {
+			f.Kind = "death" // taken over by the lease while the holder drained
+		}
 		if e.outage {
 			f.Excused = "the ledger was unreachable or lost an answer meanwhile"
 		}
@@ -223,7 +232,7 @@ func (r *replicaState) handedOver(l *life) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e := r.ending; e != nil && e.kind == "handover" && e.life == l.n {
-		e.at = time.Now()
+		e.at, e.returned = time.Now(), true
 	}
 }
 

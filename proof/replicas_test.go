@@ -161,3 +161,16 @@ func TestAPostCutOffByAHandOverIsWaitedForByTheNextHolder(t *testing.T) {
 	assert.Equal(t, 1, r.Faults["interrupt"], "the schedule still interrupts every room")
 	assert.Equal(t, 1, r.Faults["handover"], "and hands over")
 }
+
+// A holder paused until its lease has almost run out is asked to hand
+// over while a slow request of its is in flight: the lease runs out while
+// it drains, and the standby takes over by the lease, before the release.
+// That takeover is judged by the lease, as after a death, not by the
+// hand-over's second: it was once a false red.
+func TestAHandOverOvertakenByItsLeaseIsJudgedByTheLease(t *testing.T) {
+	r := Simulate(t, Random(911168677, GenOptions{Replicas: 2}), Options{})
+	assert.Nil(t, r.Violation)
+	assert.Equal(t, 1, r.Faults["handover"], "the schedule still hands over")
+	require.NotEmpty(t, r.Failovers)
+	assert.Equal(t, "death", r.Failovers[0].Kind, "timed by the lease")
+}
