@@ -396,3 +396,53 @@ func (d *diesAtKeep) SetStep(ctx context.Context, room, id, name string, result 
 	}
 	return d.Ledger.SetStep(ctx, room, id, name, result)
 }
+
+// A dead letter whose notice could not be posted yet is replayed and
+// answered meanwhile: when the live room later finishes the dead letter,
+// it neither keeps it again nor tells the room, after its answer, that
+// the agent stopped trying.
+func TestADeadLetterReplayedBeforeItsNoticeStaysForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 1)
+		room := w.rooms[0]
+		id := w.say(room, "where is order 17?")
+		var down atomic.Bool
+		down.Store(true)
+		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			if down.Load() {
+				return nil, errors.New("orders service: connection refused")
+			}
+			return &bandonce.Reply{Content: "shipped: " + m.Body()}, nil
+		})
+		cfg.MaxAttempts = 1
+		cfg.Ledger = bandonce.NewMemoryLedger()
+		// The room's notice cannot be posted for now: the dead letter is
+		// kept, and the message left failed until the room is told.
+		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Count: 1000, Kind: fakeband.FailBefore, Status: 503})
+		s, err := bandonce.New(cfg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		time.Sleep(time.Minute)
+		dead, err := s.DeadLetters(context.Background())
+		require.NoError(t, err)
+		require.Len(t, dead, 1)
+
+		down.Store(false)
+		o, err := s.Replay(context.Background(), room.ID, id)
+		require.NoError(t, err)
+		require.Equal(t, bandonce.Replied, o.Kind)
+
+		w.band.ClearFaults()
+		time.Sleep(5 * time.Minute)
+		left, err := s.DeadLetters(context.Background())
+		require.NoError(t, err)
+		assert.Empty(t, left, "an answered dead letter does not come back")
+		assert.Equal(t, 1, w.repliesTo(room, bandonce.DefaultKey(id)))
+		assert.Empty(t, w.errorEvents(room), "no notice after the answer")
+		assert.NotEqual(t, fakeband.StatusProcessing, w.band.Status(w.agent.ID, id), "the message is consumed")
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
