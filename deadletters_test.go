@@ -19,6 +19,21 @@ import (
 	"github.com/band-once/bandonce/fakeband"
 )
 
+// ordersService answers "shipped: <body>" unless down, counting its runs
+// in calls (when not nil): a handler whose dependency is out until the
+// test says it is back.
+func ordersService(down *atomic.Bool, calls *atomic.Int32) bandonce.Handler {
+	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		if calls != nil {
+			calls.Add(1)
+		}
+		if down.Load() {
+			return nil, errors.New("orders service: connection refused")
+		}
+		return &bandonce.Reply{Content: "shipped: " + m.Body()}, nil
+	}
+}
+
 func TestADeadLetterIsKeptAndAReplayAnswersItOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, 1)
@@ -28,13 +43,7 @@ func TestADeadLetterIsKeptAndAReplayAnswersItOnce(t *testing.T) {
 		down.Store(true)
 		var calls atomic.Int32
 		ledger := bandonce.NewMemoryLedger()
-		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-			calls.Add(1)
-			if down.Load() {
-				return nil, errors.New("orders service: connection refused")
-			}
-			return &bandonce.Reply{Content: "shipped: " + m.Body()}, nil
-		})
+		cfg := w.config(ordersService(&down, &calls))
 		cfg.MaxAttempts = 2
 		cfg.Ledger = ledger
 		s, err := bandonce.New(cfg)
@@ -323,16 +332,8 @@ func TestACrashAsADeadLetterIsKeptLeavesItToTheNextLife(t *testing.T) {
 		ks := &killSwitch{next: w.band.HTTPClient().Transport, at: -1}
 		dying := &diesAtKeep{Ledger: ledger, kill: ks.killNow}
 		cfg := w.config(permanentFailure)
-		cfg.Ledger, cfg.HTTPClient = dying, &http.Client{Transport: ks}
-		s, err := bandonce.New(cfg)
-		require.NoError(t, err)
-		ctx, cancel := contextWithCancel()
-		ks.kill = cancel
-		done := make(chan error, 1)
-		go func() { done <- s.Run(ctx) }()
-		time.Sleep(20 * time.Second)
-		cancel()
-		<-done
+		cfg.Ledger = dying
+		lifeUntilItsLedgerKillsIt(t, cfg, ks)
 		require.NoError(t, ledger.Close())
 		require.True(t, dying.isDead(), "the crash happened")
 
@@ -408,12 +409,7 @@ func TestADeadLetterReplayedBeforeItsNoticeStaysForgotten(t *testing.T) {
 		id := w.say(room, "where is order 17?")
 		var down atomic.Bool
 		down.Store(true)
-		cfg := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-			if down.Load() {
-				return nil, errors.New("orders service: connection refused")
-			}
-			return &bandonce.Reply{Content: "shipped: " + m.Body()}, nil
-		})
+		cfg := w.config(ordersService(&down, nil))
 		cfg.MaxAttempts = 1
 		cfg.Ledger = bandonce.NewMemoryLedger()
 		// The room's notice cannot be posted for now: the dead letter is

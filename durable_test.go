@@ -44,6 +44,16 @@ func lifeWithDyingLedger(t *testing.T, w *world, path string, at int, after bool
 	dying := &dyingLedger{Ledger: ledger, at: at, after: after, kill: ks.killNow}
 	cfg := w.config(handler(dying))
 	cfg.Ledger = dying
+	lifeUntilItsLedgerKillsIt(t, cfg, ks)
+	require.NoError(t, ledger.Close())
+	require.True(t, dying.dead, "the crash happened")
+}
+
+// lifeUntilItsLedgerKillsIt runs a shell of cfg for 20 s through ks, whose
+// killNow cfg's ledger calls to crash the process: its requests stop and
+// its Run is cancelled.
+func lifeUntilItsLedgerKillsIt(t *testing.T, cfg bandonce.Config, ks *killSwitch) {
+	t.Helper()
 	cfg.HTTPClient = &http.Client{Transport: ks}
 	s, err := bandonce.New(cfg)
 	require.NoError(t, err)
@@ -54,8 +64,6 @@ func lifeWithDyingLedger(t *testing.T, w *world, path string, at int, after bool
 	time.Sleep(20 * time.Second)
 	cancel()
 	<-done
-	require.NoError(t, ledger.Close())
-	require.True(t, dying.dead, "the crash happened")
 }
 
 // With the durable ledger, a crash at every request boundary still gives
