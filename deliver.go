@@ -270,9 +270,6 @@ func readBackSize(content string) int {
 	return len(encoded) + overhead
 }
 
-// blank reports whether s shows nothing to a reader: only white space and
-// invisible format characters (a zero-width space, a joiner, a byte-order
-// mark). Posted, it would show only the dedup marker line.
 func abortOf(cause error) lifecycle.Abort {
 	switch {
 	case errors.Is(cause, ErrInterrupted):
@@ -433,13 +430,9 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cau
 		Content: m.Content, Failures: failures, Reason: reason, Err: cause, At: deadLetterAt()}
 	if r.kept[m.ID] && !r.stillKept(ctx, m.ID) {
 		// Kept once, gone now: a replay answered it meanwhile. The room
-		// is not told it failed, after its answer, nor is it kept again;
-		// only the consuming marks are owed.
+		// is not told it failed, after its answer, nor is it kept again.
 		r.s.log.Info("bandonce: a replay answered the message meanwhile; finishing without the notice", "room", r.id, "message", m.ID)
-		if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
-			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
-		}
-		return r.ackOnly(ctx, m, Outcome{Kind: DeadLettered, Err: cause})
+		return r.deadLetterConsumed(ctx, m, cause)
 	}
 	r.keepDeadLetter(ctx, d)
 	if r.s.cfg.Ledger.Durable() {
@@ -453,7 +446,12 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cau
 	if next, ok := r.tellRoom(ctx, m, attempt, d); !ok {
 		return next
 	}
-	// From here only the consuming marks are owed, whatever happens.
+	return r.deadLetterConsumed(ctx, m, cause)
+}
+
+// deadLetterConsumed sends a dead letter's consuming marks: from here only
+// they are owed, whatever happens.
+func (r *room) deadLetterConsumed(ctx context.Context, m *wire.Message, cause error) roundEnd {
 	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, m.ID, true); err != nil {
 		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
 	}
