@@ -152,7 +152,11 @@ func (g *gate) park(l *life, req *http.Request) (*parkedRequest, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.send = &sendRecord{Life: l.n, Room: room, Key: key, Parked: g.stamp()}
+		parked := g.stamp()
+		if left, ok := req.Context().Value(leftAtKey{}).(int); ok && left < parked {
+			parked = left // made before its life's pause, held until it woke
+		}
+		p.send = &sendRecord{Life: l.n, Room: room, Key: key, Parked: parked}
 	}
 	switch ep {
 	case fakeband.EndpointNext, fakeband.EndpointProcessing, fakeband.EndpointProcessed, fakeband.EndpointFailed, fakeband.EndpointPost, fakeband.EndpointContext:

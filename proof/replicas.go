@@ -135,7 +135,7 @@ func newReplicaState(s *sim, opts Options) *replicaState {
 func (r *replicaState) equip(env *Env, l *life, g *gate) {
 	env.Leading = func(epoch int64) { r.leading(l, epoch) }
 	env.LedgerCall = func(ctx context.Context, op string, call func()) error { return g.ledgerCall(ctx, l, op, call) }
-	env.Awake = func(rt http.RoundTripper) http.RoundTripper { return &awakeTransport{l: l, base: rt} }
+	env.Awake = func(rt http.RoundTripper) http.RoundTripper { return &awakeTransport{l: l, base: rt, stamp: g.stamp} }
 }
 
 // leading records that l leads under epoch (0: it stopped).
@@ -406,11 +406,21 @@ func (l *life) awake(ctx context.Context) error {
 // awakeTransport holds a paused life's requests until it wakes, and the
 // answers it gets while paused until then.
 type awakeTransport struct {
-	l    *life
-	base http.RoundTripper
+	l     *life
+	base  http.RoundTripper
+	stamp func() int // the fake's current event sequence number
 }
 
+// leftAtKey marks a request held while its life was paused with the
+// fake's sequence number when it was made: it had passed the shell's
+// last check then (a paused process is frozen between that check and its
+// write), so it left the agent then, whenever the wire carries it.
+type leftAtKey struct{}
+
 func (t *awakeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if time.Now().Before(time.Unix(0, t.l.pausedUntil.Load())) {
+		req = req.WithContext(context.WithValue(req.Context(), leftAtKey{}, t.stamp()))
+	}
 	if err := t.l.awake(req.Context()); err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close()

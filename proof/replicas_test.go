@@ -174,3 +174,15 @@ func TestAHandOverOvertakenByItsLeaseIsJudgedByTheLease(t *testing.T) {
 	require.NotEmpty(t, r.Failovers)
 	assert.Equal(t, "death", r.Failovers[0].Kind, "timed by the lease")
 }
+
+// A holder paused between its last check before a reply's POST and the
+// POST's write, and interrupted while paused: the POST goes out as it
+// wakes, before it can have read the push. It left the agent before the
+// interrupt, so interrupt-silence holds (it was once a false red: the
+// POST was judged by when the engine let it through, after the pause).
+func TestAPostHeldByAPauseLeftTheAgentBeforeTheInterrupt(t *testing.T) {
+	r := Simulate(t, Random(875119296, GenOptions{Replicas: 2}), Options{})
+	assert.Nil(t, r.Violation)
+	assert.Equal(t, 1, r.Faults["interrupt"], "the schedule still interrupts the room")
+	assert.Equal(t, 1, r.Faults["pause_holder"], "while the holder is paused")
+}
