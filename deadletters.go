@@ -76,23 +76,7 @@ func (r *room) keepDeadLetter(ctx context.Context, d DeadLetter) {
 	}
 	if err := dl.AddDeadLetter(ctx, d); err != nil {
 		r.s.ledgerFailed("bandonce: ledger write failed; the dead letter is not kept", err, "room", r.id, "message", d.MessageID)
-		return
 	}
-	r.kept[d.MessageID] = true
-}
-
-// stillKept reports whether the ledger still keeps message id's dead
-// letter; when it cannot tell, it says yes.
-func (r *room) stillKept(ctx context.Context, id string) bool {
-	dl, ok := r.s.cfg.Ledger.(DeadLetterLedger)
-	if !ok {
-		return true
-	}
-	all, err := dl.DeadLetters(ctx)
-	if err != nil {
-		return true
-	}
-	return slices.ContainsFunc(all, func(d DeadLetter) bool { return d.RoomID == r.id && d.MessageID == id })
 }
 
 // ErrNoDeadLetters is returned by DeadLetters and Replay when the Config's
@@ -217,7 +201,7 @@ func (s *Shell) Replay(ctx context.Context, roomID, messageID string) (Outcome, 
 // newReplayRoom is a room for one replay: no scheduler, no fetching.
 func newReplayRoom(s *Shell, id string) *room {
 	r := &room{s: s, id: id, jitter: roomJitter(s.jitterSeed, id), failures: map[string]*failure{}, unsent: map[string]*Reply{}, consumeOnServe: map[string]bool{},
-		deadLettering: map[string]error{}, kept: map[string]bool{}}
+		deadLettering: map[string]error{}}
 	r.ctl = newRoomControl(func() {}, func() {})
 	return r
 }

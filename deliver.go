@@ -380,7 +380,6 @@ func (r *room) forget(ctx context.Context, id string) {
 	delete(r.firstAttempt, id)
 	delete(r.consumeOnServe, id)
 	delete(r.deadLettering, id)
-	delete(r.kept, id)
 	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, id, false); err != nil {
 		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", id)
 	}
@@ -428,12 +427,6 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cau
 	}
 	d := DeadLetter{RoomID: r.id, MessageID: m.ID, SenderID: m.SenderID, SenderName: m.SenderName, SenderType: m.SenderType,
 		Content: m.Content, Failures: failures, Reason: reason, Err: cause, At: deadLetterAt()}
-	if r.kept[m.ID] && !r.stillKept(ctx, m.ID) {
-		// Kept once, gone now: a replay answered it meanwhile. The room
-		// is not told it failed, after its answer, nor is it kept again.
-		r.s.log.Info("bandonce: a replay answered the message meanwhile; finishing without the notice", "room", r.id, "message", m.ID)
-		return r.deadLetterConsumed(ctx, m, cause)
-	}
 	r.keepDeadLetter(ctx, d)
 	if r.s.cfg.Ledger.Durable() {
 		// Kept: a later life, after a crash or a stop and a restart,

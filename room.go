@@ -50,11 +50,6 @@ type room struct {
 	// the consuming marks): the next delivery finishes it without running
 	// the handler again.
 	deadLettering map[string]error
-	// kept holds the messages whose dead letter this room kept in the
-	// ledger, this life: one whose record is gone by the time the dead
-	// letter is finished was answered by a replay (or forgotten by an
-	// operator) meanwhile.
-	kept map[string]bool
 	// heldAcks holds the outcomes of messages whose processed mark waits
 	// for their sends to settle (see holdAck).
 	heldAcks map[string]Outcome
@@ -100,7 +95,6 @@ func newRoom(s *Shell, q *scheduler, id string) *room {
 		unsent:         make(map[string]*Reply),
 		consumeOnServe: make(map[string]bool),
 		deadLettering:  make(map[string]error),
-		kept:           make(map[string]bool),
 		heldAcks:       make(map[string]Outcome),
 		firstAttempt:   make(map[string]int),
 		jitter:         roomJitter(s.jitterSeed, id),
