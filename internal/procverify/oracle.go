@@ -222,6 +222,9 @@ func (s *sim) gather() *truth {
 	}
 	for room, ps := range t.posts {
 		for _, p := range ps {
+			if t.turnSend(room, p) {
+				continue // a message of a turn besides its reply (m.Send)
+			}
 			if m := t.attribute(room, p); m != nil {
 				t.answers[m.ID] = append(t.answers[m.ID], p)
 			} else {
@@ -230,6 +233,25 @@ func (s *sim) gather() *truth {
 		}
 	}
 	return t
+}
+
+// turnSend reports whether p is one of a turn's messages besides its
+// reply: its marker's key is under a message's default key
+// ("msg:<id>:send:1", band-once's Message.Send), which names a unit of
+// work of that message other than its answer. It is neither the reply
+// nor a reply that answers no message; two of it under one key are still
+// a double post.
+func (t *truth) turnSend(room int, p fakeband.Post) bool {
+	key, ok := oracle.MarkerKey(p.Content)
+	if !ok {
+		return false
+	}
+	for _, m := range t.messages {
+		if m.Room == room && strings.HasPrefix(key, "msg:"+m.ID+":") {
+			return true
+		}
+	}
+	return false
 }
 
 // attribute finds the message a reply answers: the message of the room

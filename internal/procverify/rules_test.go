@@ -112,6 +112,41 @@ func TestNoDoublePostFailsTwoRepliesUnderOneMarker(t *testing.T) {
 	assert.Equal(t, 1, v.DoublePosts, "the second reply, counted once")
 }
 
+// A band-once turn that sends a message with m.Send (a question, a
+// progress line) and then replies posts two messages for one, under two
+// keys of the library's own, "msg:<id>:send:1" and "msg:<id>": nothing
+// was posted twice. A second post under the send's key still is.
+func TestNoDoublePostCountsATurnsSendApartFromItsReply(t *testing.T) {
+	w := newWorld(t, 1, Config{})
+	m := w.say(0, "r1m1")
+	w.claim(m)
+	send := "Could you confirm the refund?\n[dedup_key:" + bandonce.DefaultKey(m.ID) + ":send:1]"
+	w.a.reply(w.room(m), w.s.human.ID, send)
+	w.a.reply(w.room(m), w.s.human.ID, "Refunded.\n[dedup_key:"+bandonce.DefaultKey(m.ID)+"]")
+	w.done(m)
+	v := w.judge()
+	assert.Empty(t, reason(v, NoDoublePost), "two keys, each posted once")
+	assert.Empty(t, reason(v, OneOutcome))
+	assert.Zero(t, v.DoublePosts)
+
+	w.a.reply(w.room(m), w.s.human.ID, send)
+	v = w.judge()
+	assert.Equal(t, `room 1 got 2 replies with dedup key "`+bandonce.DefaultKey(m.ID)+`:send:1"`, reason(v, NoDoublePost))
+}
+
+// A turn that sent "on it" with m.Send and was then acknowledged without
+// its reply lost the answer: the send is not the reply.
+func TestOneOutcomeFailsATurnThatSentOnlyAProgressMessage(t *testing.T) {
+	w := newWorld(t, 1, Config{})
+	m := w.say(0, "r1m1")
+	w.claim(m)
+	w.a.reply(w.room(m), w.s.human.ID, "on it\n[dedup_key:"+bandonce.DefaultKey(m.ID)+":send:1]")
+	w.done(m)
+	v := w.judge()
+	assert.Equal(t, "r1m1 was processed without a reply (lost)", reason(v, OneOutcome))
+	assert.Equal(t, 1, v.Lost)
+}
+
 func TestNoDoubleWriteFailsAMemoryStoredTwiceUnderOneKey(t *testing.T) {
 	w := newWorld(t, 1, Config{})
 	remember := func(key string) {
