@@ -474,6 +474,36 @@ func (t *truth) outcomes(v *judgement) {
 	}
 }
 
+// newTurn reports whether the claim of m between the interrupt c and the
+// reply p opened a turn the interrupt does not cover: a claim by another
+// life (a crash forgets the interrupt), or a life that never saw a claim
+// of m answered before the interrupt reached it (its turn had not begun:
+// a lost answer to the claim loses the interrupt with it). The life that
+// held the turn and heard the interrupt must consume the message, not
+// claim it again and answer it.
+func (t *truth) newTurn(c control, m *message, p fakeband.Post) bool {
+	sent := t.tickOf[p.ID]
+	heard := 0 // the life that heard it: the latest to send before it took effect
+	for _, a := range t.attempts {
+		if a.Tick <= c.Effective {
+			heard = a.Life
+		}
+	}
+	held := false
+	for _, a := range t.attempts {
+		if a.EP != fakeband.EndpointProcessing || a.Msg != m.ID {
+			continue
+		}
+		switch {
+		case a.Life != heard && a.Tick > c.Effective && a.Tick < sent:
+			return true
+		case a.Life == heard && a.Tick <= c.Effective && a.Answered && a.Status/100 == 2:
+			held = true
+		}
+	}
+	return !held
+}
+
 // openAt returns the room's message whose attempt was open at seq.
 func (t *truth) openAt(room, seq int) *message {
 	for _, m := range t.messages {
@@ -513,7 +543,7 @@ func (t *truth) interrupts(v *judgement) {
 			continue
 		}
 		for _, p := range t.answers[m.ID] {
-			if t.tickOf[p.ID] <= c.Effective || oracle.ClaimedBetween(t.marks[m.ID], c.Seq, p.Seq) {
+			if t.tickOf[p.ID] <= c.Effective || (oracle.ClaimedBetween(t.marks[m.ID], c.Seq, p.Seq) && t.newTurn(c, m, p)) {
 				continue
 			}
 			v.Fail(InterruptSilence, "%s's reply was sent after the interrupt reached the agent", m.Label)

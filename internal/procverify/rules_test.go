@@ -284,6 +284,32 @@ func TestInterruptSilenceFailsAReplySentOnceTheInterruptReachedTheAgent(t *testi
 	assert.Equal(t, 1, setup(9, false).Checks[InterruptSilence])
 }
 
+// The life that held a turn (its claim answered) and heard the interrupt
+// must consume the message: marking it failed, claiming it again and
+// answering it posts the reply the person interrupted. A claim by a
+// later life, or by a life whose claim's answer never came, opens a turn
+// the interrupt does not cover.
+func TestInterruptSilenceFailsTheLifeThatHeardItClaimingAgain(t *testing.T) {
+	judge := func(heldBy, reclaimBy int) *judgement {
+		w := newWorld(t, 1, Config{})
+		m := w.say(0, "r1m1")
+		w.claim(m)
+		w.s.attempts = append(w.s.attempts, &attempt{Life: 1, Tick: 5, EP: fakeband.EndpointProcessing, Room: w.room(m), Msg: m.ID, Status: 200, Answered: heldBy == 1})
+		w.s.controls = append(w.s.controls, &control{Kind: Interrupt, Room: 0, Delivered: true, Effective: 10, Seq: w.seq(), UntilSeq: w.seq()})
+		w.failed(m)
+		w.s.attempts = append(w.s.attempts, &attempt{Life: 1, Tick: 11, EP: fakeband.EndpointFailed, Room: w.room(m), Msg: m.ID, Status: 200, Answered: true})
+		w.claim(m)
+		w.s.attempts = append(w.s.attempts, &attempt{Life: reclaimBy, Tick: 12, EP: fakeband.EndpointProcessing, Room: w.room(m), Msg: m.ID, Status: 200, Answered: true})
+		w.answer(m)
+		w.attempt(13, fakeband.EndpointPost, 0, "", w.lastPost(0).ID)
+		w.done(m)
+		return w.judge()
+	}
+	assert.Equal(t, "r1m1's reply was sent after the interrupt reached the agent", reason(judge(1, 1), InterruptSilence))
+	assert.Empty(t, reason(judge(1, 2), InterruptSilence), "a later life forgot the interrupt with its crash")
+	assert.Empty(t, reason(judge(0, 1), InterruptSilence), "the claim's answer was lost, and the interrupt with it")
+}
+
 func TestStopSilenceFailsWorkInAStoppedRoomBeforePlay(t *testing.T) {
 	run := func(ep fakeband.Endpoint, tick, playTick int, held bool) string {
 		w := newWorld(t, 1, Config{})
