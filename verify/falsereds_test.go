@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce"
+	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/proof"
 )
 
 // This file holds correct agents the verifier once failed: each is a
@@ -116,4 +118,35 @@ func TestOneKeyOnAnEventAMemoryAndTheReplyLosesNothing(t *testing.T) {
 	res := ExactlyOnce(m, Shell(oneKeyOfEachKind))
 	require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
 	assert.Empty(t, m.Errors())
+}
+
+// A correct agent answers a message under the natural key its text
+// carries ("choose a natural key when two messages are the same work",
+// docs/how-it-works.md; the storm draws such keys, nk:r1:a). An
+// interrupt reached the agent earlier, in the turn of the room's message
+// before (which it consumed). interruptKept takes a message for answered
+// only when a posted marker contains the message's id, so it calls the
+// message answered under its natural key "consumed without its reply",
+// an interrupt "kept for later": a false red. The oracle itself (and
+// keyOf) go by the key the agent sent for the message.
+func TestAMessageAnsweredUnderItsNaturalKeyIsNotAnInterruptKeptForLater(t *testing.T) {
+	const room, m0, m1 = "room-1", "0000aaaa-0000-0000-0000-000000000001", "0000aaaa-0000-0000-0000-000000000002"
+	o := newObservation(externalPlan{})
+	o.askedAt[lifeMessage{1, m0}] = []int64{1} // r1m0 served, then interrupted at tick 3
+	o.askedAt[lifeMessage{1, m1}] = []int64{5} // r1m1 served after that
+	o.keys[m1] = []string{"nk:r1:a"}
+	o.labels[m0], o.labels[m1] = "r1m0", "r1m1"
+	res := proof.Result{
+		Interrupted: 1,
+		Found:       map[proof.Invariant]*proof.Violation{},
+		Posts:       [][]fakeband.Post{{{Seq: 9, RoomID: room, Content: "done: r1m1 reply key=a\n[dedup_key:nk:r1:a]"}}},
+		Said:        []proof.Said{{ID: m0, RoomID: room, Label: "r1m0"}, {ID: m1, RoomID: room, Label: "r1m1"}},
+		Schedule: &proof.Schedule{Rooms: 1, Events: []proof.Event{
+			{Kind: proof.Say, Spec: proof.MessageSpec{Label: "r1m0", Outcome: proof.Reply}},
+			{Kind: proof.Say, Spec: proof.MessageSpec{Label: "r1m1", Outcome: proof.Reply, Key: "nk:r1:a"}},
+		}},
+		Signals: []proof.Signal{{Kind: proof.Interrupt, RoomID: room, Reached: true, Life: 1, Tick: 3}},
+	}
+	v := interruptKept(newConfig(nil), res, o)
+	assert.Nil(t, v, "r1m1 was answered, under its natural key")
 }

@@ -209,6 +209,7 @@ func interruptKept(cfg *config, res proof.Result, o *observation) *verdict {
 	}
 	answered := map[string]bool{}
 	unmarked := map[string]bool{} // rooms with a reply that names no message
+	landed := map[string]bool{}   // room and marker key
 	for _, posts := range res.Posts {
 		for _, p := range posts {
 			key, ok := oracle.MarkerKey(p.Content)
@@ -216,6 +217,7 @@ func interruptKept(cfg *config, res proof.Result, o *observation) *verdict {
 				unmarked[p.RoomID] = true
 				continue
 			}
+			landed[p.RoomID+"\x00"+key] = true
 			for _, s := range res.Said {
 				if strings.Contains(key, s.ID) {
 					answered[s.ID] = true
@@ -223,16 +225,28 @@ func interruptKept(cfg *config, res proof.Result, o *observation) *verdict {
 			}
 		}
 	}
-	due := map[string]bool{} // labels of the messages drawn to be answered
+	due := map[string]bool{}       // labels of the messages drawn to be answered
+	natural := map[string]string{} // labels: the natural key their text carries
 	if res.Schedule != nil {
 		for _, e := range res.Schedule.Events {
 			if e.Kind == proof.Say && (e.Spec.Outcome == proof.Reply || e.Spec.Outcome == proof.PanicThenReply) {
 				due[e.Spec.Label] = true
+				natural[e.Spec.Label] = e.Spec.Key
 			}
 		}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	// A message is answered under the key the agent sent for it, or under
+	// the natural key it shares with others, whatever the key holds.
+	for _, s := range res.Said {
+		keys := append([]string{natural[s.Label]}, o.keys[s.ID]...)
+		for _, k := range keys {
+			if k != "" && landed[s.RoomID+"\x00"+k] {
+				answered[s.ID] = true
+			}
+		}
+	}
 	for _, m := range res.Said {
 		if answered[m.ID] || unmarked[m.RoomID] || !due[m.Label] {
 			continue
