@@ -150,3 +150,24 @@ func TestAMessageAnsweredUnderItsNaturalKeyIsNotAnInterruptKeptForLater(t *testi
 	v := interruptKept(newConfig(nil), res, o)
 	assert.Nil(t, v, "r1m1 was answered, under its natural key")
 }
+
+// A handler waiting in its own m.Send or m.Event when a stop or an
+// interrupt comes waits for the POST that left (the Shell cannot take it
+// back, and the turn must learn whether it landed): up to the request
+// timeout, not a handler that ignores its context. At storm seed 1273
+// toolTurn's progress message is answered 6.4 s late and the room stopped
+// meanwhile; at 5113 oneKeyOfEachKind's event is cut by an interrupt.
+func TestAHandlerWaitingOnItsOwnSendAfterASignalIsNotHung(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		h    bandonce.Handler
+		seed int64
+	}{{"send", toolTurn, 1273}, {"event", oneKeyOfEachKind, 5113}} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMockT(t)
+			res := Storm(m, Shell(c.h), Schedules(1), Seed(c.seed))
+			require.True(t, res.OK, "%s\n%s", res.Reason, strings.Join(res.Witness, "\n"))
+			assert.Empty(t, m.Errors())
+		})
+	}
+}

@@ -121,6 +121,9 @@ type handlerCall struct {
 	returned  bool
 	// end is when it returned.
 	end time.Time
+	// inFlight is the longest a request of the Shell's made for the
+	// handler may still take once its context ended: the request timeout.
+	inFlight time.Duration
 }
 
 func newObservation(plan externalPlan) *observation {

@@ -47,14 +47,14 @@ func Shell(h bandonce.Handler, cfg ...bandonce.Config) Factory {
 		return func(ctx context.Context, env Env) error {
 			c := base
 			c.APIKey, c.BaseURL, c.SocketURL, c.HTTPClient = env.APIKey, env.BaseURL, env.SocketURL, env.HTTPClient
-			c.Handler = observeHandler(h, env)
+			fillTiming(&c, env.Seed)
+			c.Handler = observeHandler(h, env, c.RequestTimeout)
 			c.Hooks = observeHooks(c.Hooks, env)
 			if c.Logger == nil {
 				// The schedule's faults are deliberate; the shell's
 				// warnings about them would bury the test's own output.
 				c.Logger = slog.New(slog.DiscardHandler)
 			}
-			fillTiming(&c, env.Seed)
 			switch l := c.Ledger.(type) {
 			case nil:
 				if o := env.External.obs; o != nil && o.durable {
@@ -145,7 +145,7 @@ func observeHooks(h bandonce.Hooks, env Env) bandonce.Hooks {
 
 // observeHandler wraps h so the verifier knows when each call started,
 // when its context ended and why, and when it returned.
-func observeHandler(h bandonce.Handler, env Env) bandonce.Handler {
+func observeHandler(h bandonce.Handler, env Env, requestTimeout time.Duration) bandonce.Handler {
 	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		ext := env.External
 		if _, err := ext.inner.Started(m.RoomID, m.ID); err != nil {
@@ -162,7 +162,7 @@ func observeHandler(h bandonce.Handler, env Env) bandonce.Handler {
 		bound.turn = o.openTurn(env.Life, m.RoomID, m.ID, true)
 		defer o.closeTurn(bound.turn)
 		ctx = context.WithValue(ctx, externalKey{}, &bound)
-		call := &handlerCall{life: env.Life, room: m.RoomID, msg: m.ID, start: time.Now()}
+		call := &handlerCall{life: env.Life, room: m.RoomID, msg: m.ID, start: time.Now(), inFlight: requestTimeout}
 		running := lifeMessage{env.Life, m.ID}
 		o.mu.Lock()
 		o.handlers = append(o.handlers, call)
