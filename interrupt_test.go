@@ -6,6 +6,7 @@ package bandonce_test
 // Python suites' WebSocket path and backlog path are one path here.
 
 import (
+	"net/http"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -334,4 +335,32 @@ func TestASendCutOffInFlightIsWaitedForBeforeTheMessageIsConsumed(t *testing.T) 
 			})
 		})
 	}
+}
+
+// The handler ran and returned its reply, but Band refused the POST with
+// its plan quota (403 limit_reached): nothing was sent, and the reply waits
+// in the room (unsent) for the next round after a backoff. An interrupt
+// that lands in that backoff must withdraw the reply (nothing was posted
+// yet) and consume the message; it must not be posted after the interrupt.
+func TestAnInterruptWhileARefusedReplyWaitsForItsNextTryWithdrawsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, 0)
+		room := r.rooms[0]
+		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointPost, Nth: 1, Count: 8, Kind: fakeband.FailBefore,
+			Status: http.StatusForbidden, Code: "limit_reached"})
+		id := r.say(room, "hello")
+		stop := r.run(nil) // the reply's POST is refused, and refused again after each backoff
+		require.Equal(t, 1, r.h.callsOf(id))
+		require.Zero(t, len(r.replies(room)), "nothing posted yet")
+		require.NotEqual(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id))
+
+		require.Less(t, r.band.FaultsFired()["post/fail_before"], 8, "the interrupt lands while the reply still waits")
+		r.tap.signal("interrupt", "room", room.ID, "ctl-audit-1")
+		time.Sleep(2 * time.Minute)
+		require.NoError(t, stop())
+
+		assert.Zero(t, len(r.replies(room)), "no reply is posted after the interrupt")
+		assert.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id), "the interrupt consumed the message")
+		assert.Contains(t, r.out.of(id), bandonce.Interrupted)
+	})
 }

@@ -225,6 +225,15 @@ func (r *room) serveNext(fetch, hard context.Context) roundEnd {
 		r.held = &heldCycle{msgID: m.ID, cy: cy}
 		return st
 	}
+	if _, owed := r.unsent[m.ID]; owed && st == endBackoff {
+		// The reply was not sent (a plan limit, a guard read or the
+		// ledger failed) and waits for the next round: the cycle stays
+		// open meanwhile, so a signal in the backoff still withdraws it,
+		// and its next POST counts as one sent again (see lateSignal).
+		cy.resent = true
+		r.held = &heldCycle{msgID: m.ID, cy: cy}
+		return st
+	}
 	r.ctl.end(cy)
 	return st
 }
