@@ -195,3 +195,31 @@ func TestPlayDuringAHandlerLeavesItAlone(t *testing.T) {
 		assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)))
 	})
 }
+
+// Band ended the agent_control channel (phx_error) while the room was
+// stopped, and the play pushed before the channel was joined again reached
+// nobody. A join answered after pushes were missed makes the rooms catch
+// up (socket.go, catchUp): for agent_control, the push missed may be a
+// play, so a stopped room must probe /next then. It does not: the room
+// stays deaf until its periodic probe, a ResyncInterval later.
+func TestARejoinedControlChannelMakesAStoppedRoomLookForALostPlay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, 0)
+		room := r.rooms[0]
+		stop := r.run(func(cfg *bandonce.Config) { cfg.ResyncInterval = time.Hour })
+		require.NoError(t, r.band.StopRoom(room.ID))
+		id := r.say(room, "while stopped")
+		time.Sleep(5 * time.Second) // its push's probe found the gate closed
+		require.Zero(t, r.h.callsOf(id))
+
+		// Band ends the control channel; the play is lost meanwhile.
+		require.NoError(t, r.tap.pushRaw("phx_error", `{}`))
+		synctest.Wait()
+		r.gateQuietly(room, false)
+		joinsBefore := len(r.tap.joined())
+		time.Sleep(30 * time.Second) // the channel is joined again within a few seconds
+		require.Greater(t, len(r.tap.joined()), joinsBefore, "agent_control was joined again")
+		require.NoError(t, stop())
+		assert.Equal(t, 1, r.repliesTo(room, bandonce.DefaultKey(id)), "the rejoined control channel made the stopped room probe")
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -99,6 +100,24 @@ func (s *Shell) catchUp(topic string) {
 	if strings.HasPrefix(topic, "agent_rooms:") {
 		if s.listed.Load() {
 			s.relistRooms()
+		}
+		return
+	}
+	if strings.HasPrefix(topic, "agent_control:") {
+		// A play may be among the signals the channel missed: every
+		// stopped room probes /next (a room that is not stopped missed
+		// nothing it must act on; a lost stop is Band's gate's).
+		s.mu.Lock()
+		rooms := make([]*room, 0, len(s.rooms))
+		for _, r := range s.rooms {
+			rooms = append(rooms, r)
+		}
+		s.mu.Unlock()
+		slices.SortFunc(rooms, func(a, b *room) int { return strings.Compare(a.id, b.id) })
+		for _, r := range rooms {
+			if r.ctl.isStopped() {
+				r.ctl.requestCatchUp()
+			}
 		}
 		return
 	}
