@@ -65,6 +65,10 @@ type Shell struct {
 type runContexts struct {
 	fetch context.Context
 	hard  context.Context
+	// socket ends the socket: on a clean shutdown only once every round
+	// has ended, so that a signal still reaches a handler that runs in
+	// the shutdown's grace.
+	socket context.Context
 }
 
 // New validates cfg and returns a Shell. It makes no request.
@@ -140,9 +144,20 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 	defer fail(nil)
 	hard, cancelHard := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelHard(nil)
+	sock, closeSocket := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer closeSocket(nil)
+	fatal := func(err error) {
+		fail(err)
+		if errors.Is(err, ErrSuperseded) {
+			// Another connection took over: nothing more may be sent,
+			// not even by a handler in a shutdown's grace.
+			cancelHard(err)
+			closeSocket(err)
+		}
+	}
 	sched := newScheduler(s)
 	s.mu.Lock()
-	s.fatal, s.run, s.oneShot, s.sched = fail, runContexts{fetch: fetch, hard: hard}, oneShot, sched
+	s.fatal, s.run, s.oneShot, s.sched = fatal, runContexts{fetch: fetch, hard: hard, socket: sock}, oneShot, sched
 	s.counts = outcomeCounts{}
 	s.mu.Unlock()
 	began := time.Now()
@@ -157,13 +172,14 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 		<-fetch.Done()
 		err = context.Cause(fetch)
 	}
-	fail(err) // start-up failed: stop the scheduler too
-	if errors.Is(err, ErrSuperseded) {
-		cancelHard(ErrSuperseded)
-	}
-	s.shutdown(cancelHard)
+	fatal(err) // start-up failed: stop the scheduler too
 	clean := errors.Is(err, errDrained) || // every room drained: a one-shot run's end
 		(ctx.Err() != nil && errors.Is(err, context.Cause(ctx))) // the caller ended Run
+	if !clean {
+		// A rejected key, a supersede, a failed start: nothing to listen for.
+		closeSocket(err)
+	}
+	s.shutdown(cancelHard, closeSocket)
 	if started && !errors.Is(err, errDrained) { // Drain says so itself; a failed start is in err
 		s.logStopped(err, clean, began)
 	}
@@ -199,7 +215,7 @@ func (s *Shell) start(ctx context.Context) error {
 		// the moment work begins finds its handler in place, and before
 		// the rooms are listed, so that a room the agent joins after the
 		// listing is announced on agent_rooms, joined by then.
-		connected := s.startSocket(ctx, me.ID)
+		connected := s.startSocket(ctx, s.run.socket, me.ID)
 		wait := time.NewTimer(socketStartWait)
 		select {
 		case <-connected:
@@ -361,10 +377,13 @@ func (s *Shell) failRun(err error) {
 
 // shutdown waits for the rooms: first as long as ShutdownTimeout allows,
 // then after cancelling their handlers with ErrShutdown.
-func (s *Shell) shutdown(cancelHard context.CancelCauseFunc) {
+func (s *Shell) shutdown(cancelHard, closeSocket context.CancelCauseFunc) {
 	done := make(chan struct{})
 	go func() {
+		// The socket stays up while rounds end, so that an interrupt or
+		// a stop still reaches a handler running in the grace.
 		s.work.Wait()
+		closeSocket(nil)
 		s.socketDone.Wait()
 		close(done)
 	}()

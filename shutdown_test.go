@@ -93,3 +93,38 @@ func TestShutdownEndsWithMoreHandlersRunningThanRequestSlots(t *testing.T) {
 		require.NoError(t, stop(), "Run ends once the handlers are cancelled")
 	})
 }
+
+// A shutdown lets the running handler finish for ShutdownTimeout. A person
+// who interrupts or stops the agent in that grace, or another connection
+// that takes the agent over, still cuts the turn off with nothing sent:
+// the socket stays up until the rounds have ended.
+func TestASignalInTheShutdownGraceStillReachesTheHandler(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		signal func(r *rig, room fakeband.Room) error
+		cause  error
+	}{
+		{"interrupt", func(r *rig, room fakeband.Room) error { return r.band.Interrupt(r.agent.ID, room.ID) }, bandonce.ErrInterrupted},
+		{"stop", func(r *rig, room fakeband.Room) error { return r.band.StopRoom(room.ID) }, bandonce.ErrStopped},
+		{"supersede", func(r *rig, _ fakeband.Room) error { r.band.Supersede(r.agent.ID); return nil }, bandonce.ErrSuperseded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, 1, 5*time.Second)
+				room := r.rooms[0]
+				id := r.say(room, "slow")
+				stop := r.run(func(cfg *bandonce.Config) { cfg.ShutdownTimeout = 30 * time.Second })
+				require.Equal(t, 1, r.h.busy(), "the handler runs")
+				done := make(chan error, 1)
+				go func() { done <- stop() }()
+				time.Sleep(time.Second) // the shutdown's grace: the handler still runs
+				require.Equal(t, 1, r.h.busy())
+				require.NoError(t, c.signal(r, room))
+				<-done
+
+				assert.Equal(t, []error{c.cause}, r.h.causes(id), "the signal cancelled the handler")
+				assert.Zero(t, r.repliesTo(room, bandonce.DefaultKey(id)), "nothing posted after the signal")
+			})
+		})
+	}
+}

@@ -17,7 +17,10 @@ import (
 // is registered first, before the socket connects, so no signal can
 // arrive before its handler is in place. The returned channel is closed
 // once the first connection has joined its topics.
-func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{} {
+//
+// The socket itself lives as long as life, which outlasts ctx (fetching)
+// on a clean shutdown until the rounds have ended.
+func (s *Shell) startSocket(ctx, life context.Context, agentID string) <-chan struct{} {
 	connected := make(chan struct{})
 	var once sync.Once
 	sock := phoenix.New(phoenix.Config{
@@ -71,11 +74,11 @@ func (s *Shell) startSocket(ctx context.Context, agentID string) <-chan struct{}
 	s.socketDone.Add(1)
 	go func() {
 		defer s.socketDone.Done()
-		err := sock.Run(ctx)
+		err := sock.Run(life)
 		s.socketUp.Store(false)
 		var up *phoenix.UpgradeError
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || life.Err() != nil:
 		case errors.As(err, &up) && (up.Status == http.StatusUnauthorized || up.Status == http.StatusForbidden):
 			s.failRun(errors.Join(ErrUnauthorized, err))
 		case errors.Is(err, ErrCrossOriginRedirect):
