@@ -397,3 +397,49 @@ func (d *diesAtKeep) SetStep(ctx context.Context, room, id, name string, result 
 	}
 	return d.Ledger.SetStep(ctx, room, id, name, result)
 }
+
+// The handler gave up for good (a Permanent error): the message is being
+// dead-lettered. The dead letter's failed mark did not land, so the next
+// delivery finishes it (deadLettering). An interrupt that lands in that
+// delivery's claim finds no turn to abort: the handler is never run again
+// anyway. Yet the interrupt consumes the message as Interrupted, and the
+// dead letter is never kept: the message is gone without a trace, where
+// the same failure with its failed mark landed keeps the dead letter for
+// Shell.Replay. (The interrupt may well withhold the room's notice: it
+// asks that nothing more be sent.)
+func TestAnInterruptDoesNotEraseADeadLetterBeingFinished(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, 0)
+		room := r.rooms[0]
+		cfg := r.config()
+		ledger := bandonce.NewMemoryLedger()
+		cfg.Ledger = ledger
+		calls := 0
+		cfg.Handler = func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			calls++
+			return nil, bandonce.Permanent(errors.New("this request cannot be done"))
+		}
+		// Every try of the first dead letter's failed mark fails; the next
+		// delivery's claim is slow, so the interrupt lands in it.
+		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointFailed, Nth: 1, Count: 5, Kind: fakeband.FailBefore, Status: 503})
+		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessing, Nth: 2, Kind: fakeband.Delay, Delay: 10 * time.Second})
+		stop := startOnce(r.world, cfg)
+		time.Sleep(time.Second) // the socket is up
+		id := r.say(room, "do the impossible")
+		for r.tap.count("processing", room.ID) < 2 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		synctest.Wait()
+		require.Equal(t, 5, r.band.FaultsFired()["failed/fail_before"], "the dead letter's failed mark did not land")
+		require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+		time.Sleep(time.Minute)
+		require.NoError(t, stop())
+
+		assert.Equal(t, 1, calls, "the handler ran once")
+		assert.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id))
+		assert.Contains(t, r.out.of(id), bandonce.DeadLettered, "given up on, the message is still a dead letter")
+		dead, err := ledger.DeadLetters(context.Background())
+		require.NoError(t, err)
+		assert.Len(t, dead, 1, "kept, for a replay")
+	})
+}

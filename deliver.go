@@ -412,6 +412,11 @@ func (r *room) fail(ctx context.Context, cy *cycle, m *wire.Message, attempt int
 // is still owed keeps the message failed, so its next delivery tells the
 // room again, behind the event's guard.
 func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cause error) roundEnd {
+	return r.giveUp(ctx, m, attempt, cause, true)
+}
+
+// giveUp is deadLetter; tell says whether the room is told.
+func (r *room) giveUp(ctx context.Context, m *wire.Message, attempt int, cause error, tell bool) roundEnd {
 	failures := r.failures[m.ID].charged()
 	reason := fmt.Sprintf("dead-lettered after %d failure(s): %v", failures, cause)
 	var perm *PermanentError
@@ -436,7 +441,9 @@ func (r *room) deadLetter(ctx context.Context, m *wire.Message, attempt int, cau
 			r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
 		}
 	}
-	if next, ok := r.tellRoom(ctx, m, attempt, d); !ok {
+	if !tell {
+		r.s.log.Info("bandonce: an interrupt withholds the dead letter's notice", "room", r.id, "message", m.ID)
+	} else if next, ok := r.tellRoom(ctx, m, attempt, d); !ok {
 		return next
 	}
 	return r.deadLetterConsumed(ctx, m, cause)
@@ -452,13 +459,21 @@ func (r *room) deadLetterConsumed(ctx context.Context, m *wire.Message, cause er
 }
 
 // resumeDeadLetter finishes a dead letter decided at an earlier delivery,
-// unless a signal reached this one first: an interrupt consumes the
-// message with nothing sent, a stop leaves it for replay.
+// unless a signal reached this one first: a stop leaves it for replay. An
+// interrupt finds no turn to abort (the handler gave up already, and never
+// runs again): it withholds the room's notice, so nothing is sent, but the
+// message stays a dead letter, kept for a replay, never erased as
+// interrupted.
 func (r *room) resumeDeadLetter(ctx context.Context, cy *cycle, m *wire.Message, attempt int, cause error) roundEnd {
-	if sig := r.ctl.commit(cy); sig != nil {
+	sig := r.ctl.commit(cy)
+	switch {
+	case sig == nil:
+		return r.deadLetter(ctx, m, attempt, cause)
+	case errors.Is(sig, ErrInterrupted):
+		return r.giveUp(ctx, m, attempt, cause, false)
+	default:
 		return r.aborted(ctx, m, attempt, sig)
 	}
-	return r.deadLetter(ctx, m, attempt, cause)
 }
 
 // errDeadLetteredBefore is the cause of a dead letter that an earlier
