@@ -276,10 +276,9 @@ func (m *Message) UpdateTask(ctx context.Context, taskID string, u TaskUpdate) (
 		up.Detail = marked(u.Detail, key) // the guard of the task's creation finds it by this
 	}
 	if u.Comment == "" {
-		if err := t.forbidden(ctx); err != nil {
-			return band.Task{}, err
-		}
-		return t.setTaskState(ctx, taskID, up)
+		return unguarded(ctx, t, func(ctx context.Context) (band.Task, error) {
+			return t.setTaskState(ctx, taskID, up)
+		})
 	}
 	if n := utf8.RuneCountInString(u.Comment); lifecycle.Blank(u.Comment) || n > maxTaskText-markerRoom {
 		return band.Task{}, fmt.Errorf("bandonce: update task: %w", Permanent(fmt.Errorf("comment is blank or longer than %d characters, with room for the key's marker", maxTaskText-markerRoom)))
@@ -313,14 +312,13 @@ func (m *Message) UpdateTask(ctx context.Context, taskID string, u TaskUpdate) (
 	if err != nil || fresh || up == (band.TaskUpdate{}) {
 		return task, err
 	}
-	if err := t.forbidden(ctx); err != nil {
-		return band.Task{}, err
-	}
 	// The comment was posted before; the state it came with is set again,
 	// as every state-setting update of a redelivered turn is, so that a
 	// state set earlier in the turn (and set again by this delivery) does
 	// not outlast it.
-	return t.setTaskState(ctx, taskID, up)
+	return unguarded(ctx, t, func(ctx context.Context) (band.Task, error) {
+		return t.setTaskState(ctx, taskID, up)
+	})
 }
 
 // setTaskState sends an update that only sets state. On a redelivery a
@@ -347,10 +345,9 @@ func (m *Message) SetGoal(ctx context.Context, g band.Goal) (band.Board, error) 
 	if m.turn == nil {
 		return band.Board{}, ErrNotInTurn
 	}
-	if err := m.turn.forbidden(ctx); err != nil {
-		return band.Board{}, err
-	}
-	return m.turn.r.s.client.SetGoal(ctx, m.RoomID, g)
+	return unguarded(ctx, m.turn, func(ctx context.Context) (band.Board, error) {
+		return m.turn.r.s.client.SetGoal(ctx, m.RoomID, g)
+	})
 }
 
 // SupersedeMemory marks a memory this agent stored as superseded, and
@@ -361,10 +358,9 @@ func (m *Message) SupersedeMemory(ctx context.Context, id string) (band.Memory, 
 	if m.turn == nil {
 		return band.Memory{}, ErrNotInTurn
 	}
-	if err := m.turn.forbidden(ctx); err != nil {
-		return band.Memory{}, err
-	}
-	return m.turn.r.s.client.SupersedeMemory(ctx, id)
+	return unguarded(ctx, m.turn, func(ctx context.Context) (band.Memory, error) {
+		return m.turn.r.s.client.SupersedeMemory(ctx, id)
+	})
 }
 
 // ArchiveMemory archives a memory this agent stored; see SupersedeMemory.
@@ -372,10 +368,9 @@ func (m *Message) ArchiveMemory(ctx context.Context, id string) (band.Memory, er
 	if m.turn == nil {
 		return band.Memory{}, ErrNotInTurn
 	}
-	if err := m.turn.forbidden(ctx); err != nil {
-		return band.Memory{}, err
-	}
-	return m.turn.r.s.client.ArchiveMemory(ctx, id)
+	return unguarded(ctx, m.turn, func(ctx context.Context) (band.Memory, error) {
+		return m.turn.r.s.client.ArchiveMemory(ctx, id)
+	})
 }
 
 // CreateRoom creates a room owned by the agent, at most once per message
@@ -643,10 +638,9 @@ func (m *Message) AddContact(ctx context.Context, handle, message string) (band.
 	if m.turn == nil {
 		return band.ContactRequest{}, ErrNotInTurn
 	}
-	if err := m.turn.forbidden(ctx); err != nil {
-		return band.ContactRequest{}, err
-	}
-	return m.turn.r.s.client.AddContact(ctx, handle, message)
+	return unguarded(ctx, m.turn, func(ctx context.Context) (band.ContactRequest, error) {
+		return m.turn.r.s.client.AddContact(ctx, handle, message)
+	})
 }
 
 // RemoveContact ends the contact with handle; see AddContact.
@@ -654,10 +648,10 @@ func (m *Message) RemoveContact(ctx context.Context, handle string) error {
 	if m.turn == nil {
 		return ErrNotInTurn
 	}
-	if err := m.turn.forbidden(ctx); err != nil {
-		return err
-	}
-	return m.turn.r.s.client.RemoveContact(ctx, handle)
+	_, err := unguarded(ctx, m.turn, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, m.turn.r.s.client.RemoveContact(ctx, handle)
+	})
+	return err
 }
 
 // RespondToContactRequest answers the contact request of handle; see
@@ -666,8 +660,25 @@ func (m *Message) RespondToContactRequest(ctx context.Context, action, handle st
 	if m.turn == nil {
 		return band.ContactRequest{}, ErrNotInTurn
 	}
-	if err := m.turn.forbidden(ctx); err != nil {
-		return band.ContactRequest{}, err
+	return unguarded(ctx, m.turn, func(ctx context.Context) (band.ContactRequest, error) {
+		return m.turn.r.s.client.RespondToContactRequest(ctx, action, handle)
+	})
+}
+
+// unguarded makes a write that needs no guard (a change of state): only
+// while no signal reached the turn, asked before the call and again the
+// moment each of its tries leaves (a retry after a 429 or a 5xx waits in
+// the HTTP layer, where a signal may land), whatever ctx the handler
+// passed.
+func unguarded[T any](ctx context.Context, t *turn, do func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if err := t.forbidden(ctx); err != nil {
+		return zero, err
 	}
-	return m.turn.r.s.client.RespondToContactRequest(ctx, action, handle)
+	v, err := do(wire.WithStartCheck(ctx, func() error { return t.forbidden(ctx) }))
+	var notSent *wire.NotSentError
+	if errors.As(err, &notSent) {
+		return zero, notSent.Err
+	}
+	return v, err
 }

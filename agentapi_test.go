@@ -540,3 +540,40 @@ func TestAMemoryKeyIsTheAgentsAcrossRooms(t *testing.T) {
 		assert.Equal(t, []string{first, first}, got)
 	})
 }
+
+// An unguarded agent-API write (here SetGoal) checks for a signal once,
+// then leaves it to the HTTP layer, which retries a 503 after its
+// Retry-After. An interrupt that lands in that wait does not stop the
+// retry when the handler made the call with a context the interrupt does
+// not cancel: the PUT is sent after the interrupt. The guarded writes and
+// m.Send ask the cycle's gate at the moment each try leaves
+// (wire.WithStartCheck); the unguarded ones do not.
+func TestAnUnguardedWriteIsNotRetriedAfterAnInterrupt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, 0)
+		room := r.rooms[0]
+		cfg := r.config()
+		var werr error
+		done := make(chan struct{})
+		cfg.Handler = func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			defer close(done)
+			title := "ship it"
+			_, werr = m.SetGoal(context.WithoutCancel(ctx), band.Goal{Title: &title})
+			return nil, werr
+		}
+		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointPutBoard, Nth: 1, Kind: fakeband.FailBefore, Status: 503, RetryAfter: "3"})
+		stop := startOnce(r.world, cfg)
+		time.Sleep(time.Second) // the socket is up
+		r.say(room, "set the goal")
+		time.Sleep(time.Second) // the PUT was refused; its retry waits for Retry-After
+		synctest.Wait()
+		require.Equal(t, 1, r.band.FaultsFired()["put_board/fail_before"])
+		require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+		<-done
+		time.Sleep(time.Second)
+		require.NoError(t, stop())
+
+		assert.Equal(t, 1, r.band.Requests()[fakeband.EndpointPutBoard], "no PUT after the interrupt")
+		assert.ErrorIs(t, werr, bandonce.ErrInterrupted)
+	})
+}
