@@ -45,6 +45,14 @@ func (r *room) deliver(fetch, hard context.Context, cy *cycle, m *wire.Message, 
 		}
 		if r.ctl.abortedBy(cy, ErrInterrupted) {
 			r.consumeOnServe[m.ID] = true
+			if ledger.Durable() {
+				// Decided: only the processed mark is owed, after a
+				// restart too (as for an interrupted message whose mark
+				// failed).
+				if err := ledger.SetAckPending(hard, r.id, m.ID, true); err != nil {
+					r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", m.ID)
+				}
+			}
 		}
 		return r.claimFailed(m, err)
 	}

@@ -320,3 +320,41 @@ func TestARestoredOlderLedgerDoesNotDoubleAReply(t *testing.T) {
 		})
 	}
 }
+
+// An interrupt lands in the claim window and the claim then fails: the
+// message's fate is decided (consumed, without the handler) and the next
+// delivery only marks it (consumeOnServe). An interrupted message whose
+// processed mark fails is recorded ack-pending on a durable ledger before
+// the mark, so a restart only marks it; but consumeOnServe lives in memory
+// alone. A restart before the consuming mark lands loses the interrupt on
+// a durable ledger: the next life runs the handler and posts its reply.
+func TestAnInterruptInAFailedClaimSurvivesARestartOnADurableLedger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, 0)
+		room := r.rooms[0]
+		path := filepath.Join(t.TempDir(), "agent.ledger")
+		life := func(during func()) {
+			l, err := boltledger.Open(path, boltledger.Options{AgentID: r.agent.ID})
+			require.NoError(t, err)
+			stop := r.run(func(c *bandonce.Config) { c.MarkTimeout = 5 * time.Second; c.Ledger = l })
+			during()
+			require.NoError(t, stop())
+			require.NoError(t, l.Close())
+		}
+		id := r.say(room, "w1")
+		// The first claim hangs past MarkTimeout; every later one fails.
+		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessing, Nth: 1, Kind: fakeband.Delay, Delay: time.Hour})
+		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessing, Nth: 2, Count: 1000, Kind: fakeband.FailBefore, Status: 503})
+		life(func() {
+			require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+			time.Sleep(time.Minute)
+		})
+		require.Zero(t, r.h.callsOf(id), "the interrupt held in this life")
+		r.band.ClearFaults()
+		life(func() { time.Sleep(time.Minute) })
+
+		assert.Zero(t, r.h.callsOf(id), "the interrupt is not lost with the restart")
+		assert.Empty(t, r.replies(room), "nothing posted after the interrupt")
+		assert.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id))
+	})
+}
