@@ -88,6 +88,10 @@ func (l *Ledger) DeadLetters(ctx context.Context) ([]bandonce.DeadLetter, error)
 const textEscape = "\uFFFE"
 
 func storable(s string) string {
+	// Nor can it hold bytes that are not UTF-8 (an error's text quoting a
+	// dependency's raw answer, say): they become U+FFFD, as Band's JSON
+	// would make them, rather than the whole record being refused.
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if !strings.ContainsRune(s, 0) && !strings.Contains(s, textEscape) {
 		return s
 	}

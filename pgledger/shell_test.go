@@ -2,6 +2,7 @@ package pgledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -304,4 +305,21 @@ func TestATurnsStepsAndSendsSurviveHandovers(t *testing.T) {
 		assert.Equal(t, 1, ran[id], "message %d's step ran once", i)
 		mu.Unlock()
 	}
+}
+
+// The same through the shell: a handler gives up with an error whose text
+// is not UTF-8 (raw bytes from a dependency). The message is consumed and
+// the room told, but the dead letter the operator would replay is gone.
+func TestADeadLetterWhoseErrorIsNotUTF8IsKeptForAReplay(t *testing.T) {
+	b := newBand(t)
+	db := newTestDB(t)
+	s := db.open(t, db.steadyOpts(b.agent.ID, "holder-a"))
+	ids := b.backlog(t, 1)
+	startReplicaWith(t, b, s, func(context.Context, *bandonce.Message) (*bandonce.Reply, error) {
+		return nil, bandonce.Permanent(errors.New("orders API answered \xff\xfe\x00garbage"))
+	})
+	until(t, "the message consumed", func() bool { return b.answered(ids) == 1 })
+	dead, err := (&Ledger{store: s}).DeadLetters(context.Background()) // a read needs no lease
+	require.NoError(t, err)
+	require.Len(t, dead, 1, "the dead letter is kept for a replay")
 }
