@@ -75,7 +75,12 @@ func (r *room) deliver(fetch, hard context.Context, cy *cycle, m *wire.Message, 
 	if attempt > 1 && r.s.cfg.Ledger.Durable() {
 		// A life before a crash may have begun dead-lettering it: the
 		// room was being told. It finishes that instead of answering.
-		if r.deadLetterBegun(hard, m.ID) {
+		begun, err := r.deadLetterBegun(hard, m.ID)
+		if err != nil {
+			r.s.ledgerFailed("bandonce: ledger read failed", err, "room", r.id, "message", m.ID)
+			return endBackoff
+		}
+		if begun {
 			return r.resumeDeadLetter(hard, cy, m, attempt, errDeadLetteredBefore)
 		}
 	}

@@ -165,11 +165,17 @@ func deadLetterName(id string) string { return lifecycle.RecordName("dead-letter
 // letter as begun by an earlier life: its own record, or the room's
 // notice of it under the notice's event name, or under its bare key,
 // where versions before events were named apart recorded it.
-func (r *room) deadLetterBegun(ctx context.Context, id string) bool {
+func (r *room) deadLetterBegun(ctx context.Context, id string) (bool, error) {
 	for _, name := range []string{deadLetterName(id), eventName(NoticeKey(id)), NoticeKey(id)} {
-		if state, err := r.s.cfg.Ledger.Key(ctx, r.id, name); err == nil && state != KeyUnknown {
-			return true
+		state, err := r.s.cfg.Ledger.Key(ctx, r.id, name)
+		if err != nil {
+			// Not knowing is not "no record": answering a message an
+			// earlier life gave up on would answer after the room was told.
+			return false, err
+		}
+		if state != KeyUnknown {
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
