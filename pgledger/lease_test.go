@@ -3,11 +3,12 @@ package pgledger
 import (
 	"context"
 	"errors"
-	"github.com/band-once/bandonce/internal/leaderloop"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/band-once/bandonce/internal/leaderloop"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -362,4 +363,22 @@ func TestAHolderCountsItsLeaseShorterThanTheDatabaseByTheSkewBound(t *testing.T)
 	}))
 	// left only shrinks as time passes: a slow machine cannot fail this.
 	assert.LessOrEqual(t, left, time.Minute-time.Duration(float64(time.Minute)*MaxClockSkew))
+}
+
+// Two replicas with the default Holder ("hostname:pid") share it whenever
+// their hostname and pid agree: two containers on one host with host
+// networking (Kubernetes hostNetwork, docker --network host), each the
+// pid 1 of its namespace, or two RunLeaders in one process. The acquire
+// statement hands a current lease to its own Holder at once, so the
+// second replica takes the lease from a live, healthy leader at its first
+// poll, and they take it from each other at every poll after.
+func TestTheDefaultHolderIsTheStoresAlone(t *testing.T) {
+	db := newTestDB(t)
+	a, b := db.steadyOpts(testAgent, ""), db.steadyOpts(testAgent, "")
+	first, second := db.open(t, a), db.open(t, b)
+	_, tm := lead(t, first)
+	epoch, err := leaseStatements{second}.Acquire(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, epoch, "a second replica (holder %q) took the current lease of a healthy leader (holder %q, epoch %d)",
+		second.opts.Holder, first.opts.Holder, tm.ledger.Epoch())
 }

@@ -3,6 +3,7 @@ package pgledger
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"github.com/band-once/bandonce/internal/leaderloop"
@@ -27,7 +28,8 @@ type Options struct {
 	// "bandonce". Lower-case letters, digits and underscores.
 	Schema string
 	// Holder names this process in the lease table and the logs. Empty
-	// means "hostname:pid". It must be this process's alone: a process
+	// means "hostname:pid:" and a suffix drawn at random by Open. It must
+	// be this process's alone: a process
 	// takes a lease its own Holder holds at once (the answer to its
 	// acquisition was lost), so two processes sharing one would take the
 	// lease from each other at every poll (fenced, so never both writing,
@@ -108,8 +110,13 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 	opts.LeaseTime = cmp.Or(opts.LeaseTime, defaultLeaseTime)
 	opts.PollInterval = cmp.Or(opts.PollInterval, opts.LeaseTime/defaultPollsPerLease)
 	if opts.Holder == "" {
+		// hostname:pid alone is not the process's: containers sharing the
+		// host's hostname (host networking) are each pid 1, and two Stores
+		// of one process share both. A random suffix makes it this
+		// Store's alone; the suffix stays for the Store's life, which is
+		// all a lost acquisition's retry needs.
 		host, _ := os.Hostname()
-		opts.Holder = fmt.Sprintf("%s:%d", cmp.Or(host, "unknown-host"), os.Getpid())
+		opts.Holder = fmt.Sprintf("%s:%d:%s", cmp.Or(host, "unknown-host"), os.Getpid(), rand.Text()[:8])
 	}
 	log := opts.Logger
 	if log == nil {
