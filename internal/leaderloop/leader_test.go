@@ -138,3 +138,46 @@ func TestBackoffDoublesToItsCeilingAndNeverSpins(t *testing.T) {
 	}
 	assert.Equal(t, time.Hour, f.Backoff(time.Hour), "many failures do not overflow the doubling")
 }
+
+// downStore is a database that cannot be reached: every statement fails
+// at once (connection refused), and each Acquire's time is recorded.
+type downStore struct {
+	at     []time.Time
+	cancel context.CancelFunc
+}
+
+var errRefused = errors.New("dial tcp 10.0.0.5:5432: connect: connection refused")
+
+func (s *downStore) Acquire(context.Context) (int64, error) {
+	s.at = append(s.at, time.Now())
+	if len(s.at) == 50 {
+		s.cancel()
+	}
+	return 0, errRefused
+}
+func (s *downStore) Lookup(context.Context) (string, int64, time.Duration, bool, error) {
+	return "", 0, 0, false, errRefused
+}
+func (s *downStore) Renew(context.Context, int64) (bool, error)   { return false, errRefused }
+func (s *downStore) Release(context.Context, int64) (bool, error) { return false, errRefused }
+
+// A standby whose PollInterval is short (Options allow any positive one)
+// retries a database that is down with no floor on the wait: a tight loop
+// of connection attempts for as long as the outage lasts. The lookup path
+// waits at least minWait "so it cannot spin", and Open backs off from
+// 100 ms; the campaign's failure path does neither.
+func TestACampaignAgainstADownDatabaseDoesNotSpin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		s := &downStore{cancel: cancel}
+		cfg := config(s, nil, time.Second)
+		cfg.PollInterval = time.Microsecond
+		err := Run(ctx, cfg, func(context.Context, *Lease) error { return nil })
+		require.NoError(t, err)
+		require.Len(t, s.at, 50)
+		for i := 1; i < len(s.at); i++ {
+			require.GreaterOrEqual(t, s.at[i].Sub(s.at[i-1]), minWait,
+				"attempt %d came %s after the one before: the standby spins against a database that is down", i, s.at[i].Sub(s.at[i-1]))
+		}
+	})
+}
