@@ -196,14 +196,37 @@ func stored(s bandonce.KeyState) bool {
 // again (with the same idempotency keys), if Band serves it again. Choose
 // a cutoff well past the time any message could come back or any key be
 // reused.
+//
+// It deletes in batches, each a statement of its own bounded by the call
+// timeout, until none is left or ctx ends; what earlier batches deleted
+// stays deleted, and is counted, even when a later one fails.
 func (s *Store) Prune(ctx context.Context, cutoff time.Time) (int64, error) {
+	var total int64
+	for {
+		n, more, err := s.pruneBatch(ctx, cutoff)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("pgledger: prune the ledger of agent %q: %w", s.opts.AgentID, err)
+		}
+		if !more {
+			return total, nil
+		}
+	}
+}
+
+// pruneBatchRows is the most rows a Prune statement deletes from each
+// table (a variable, so that tests can make batches small).
+var pruneBatchRows int64 = 10000
+
+// pruneBatch deletes one batch; more reports whether a table may hold more.
+func (s *Store) pruneBatch(ctx context.Context, cutoff time.Time) (n int64, more bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	var n int64
-	if err := s.pool.QueryRow(ctx, s.sql.prune, s.opts.AgentID, cutoff).Scan(&n); err != nil {
-		return 0, fmt.Errorf("pgledger: prune the ledger of agent %q: %w", s.opts.AgentID, err)
+	var k, a, st int64
+	if err := s.pool.QueryRow(ctx, s.sql.prune, s.opts.AgentID, cutoff, pruneBatchRows).Scan(&k, &a, &st); err != nil {
+		return 0, false, err
 	}
-	return n, nil
+	return k + a + st, k == pruneBatchRows || a == pruneBatchRows || st == pruneBatchRows, nil
 }
 
 // callTimeout bounds every statement, so a database that stopped

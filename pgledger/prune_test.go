@@ -2,6 +2,7 @@ package pgledger
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -67,4 +68,41 @@ func TestPruneDeletesOnlyInRoomKeysAckAndStepRecordsBeforeTheCutoff(t *testing.T
 	removed, err = s.Prune(ctx, time.Now().Add(-time.Hour))
 	require.NoError(t, err)
 	assert.Zero(t, removed, "nothing left to prune")
+}
+
+// A backlog larger than a batch is pruned batch after batch, each a
+// statement of its own within the call timeout, so that however large it
+// grew, Prune ends it; what is newer than the cutoff stays.
+func TestPruneDeletesABacklogOfManyBatches(t *testing.T) {
+	ctx := context.Background()
+	old := pruneBatchRows
+	pruneBatchRows = 3
+	t.Cleanup(func() { pruneBatchRows = old })
+	db := newTestDB(t)
+	s := db.open(t, db.steadyOpts(testAgent, "holder-a"))
+	_, tm := lead(t, s)
+	l := tm.ledger
+	for i := range 10 {
+		require.NoError(t, l.SetKey(ctx, "room-1", fmt.Sprintf("old-%d", i), bandonce.KeyAccepted))
+	}
+	for i := range 7 {
+		require.NoError(t, l.SetAckPending(ctx, "room-1", fmt.Sprintf("old-ack-%d", i), true))
+	}
+	for i := range 5 {
+		require.NoError(t, l.SetStep(ctx, "room-1", "m1", fmt.Sprintf("old-step-%d", i), []byte("x")))
+	}
+	db.exec(t, `UPDATE {s}.keys SET written_at = now() - interval '2 hours'`)
+	db.exec(t, `UPDATE {s}.acks SET written_at = now() - interval '2 hours'`)
+	db.exec(t, `UPDATE {s}.steps SET written_at = now() - interval '2 hours'`)
+	require.NoError(t, l.SetKey(ctx, "room-1", "new", bandonce.KeyAccepted))
+
+	removed, err := s.Prune(ctx, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, int64(22), removed)
+	for _, table := range []string{"keys", "acks", "steps"} {
+		assert.Zero(t, db.count(t, `SELECT count(*) FROM {s}.`+table+` WHERE written_at < now() - interval '1 hour'`), table)
+	}
+	got, err := l.Key(ctx, "room-1", "new")
+	require.NoError(t, err)
+	assert.Equal(t, bandonce.KeyAccepted, got)
 }

@@ -165,14 +165,23 @@ func buildStatements(schema string) statements {
 			ON CONFLICT (agent_id, room, message_id, name) DO UPDATE
 			SET result = excluded.result, epoch = excluded.epoch, written_at = excluded.written_at`)),
 
-		// $1 agent, $2 cutoff. Not fenced: it only forgets.
+		// $1 agent, $2 cutoff, $3 the most rows to delete from each
+		// table. Not fenced: it only forgets. One batch a statement, so
+		// that each fits the call timeout however large the backlog;
+		// Prune repeats it until a batch comes back short.
 		prune: s(`WITH k AS (
-				DELETE FROM {s}.keys WHERE agent_id = $1 AND state IN (2, 3) AND written_at < $2 RETURNING 1
+				DELETE FROM {s}.keys WHERE ctid = ANY (ARRAY (
+					SELECT ctid FROM {s}.keys WHERE agent_id = $1 AND state IN (2, 3) AND written_at < $2 LIMIT $3))
+				RETURNING 1
 			), a AS (
-				DELETE FROM {s}.acks WHERE agent_id = $1 AND written_at < $2 RETURNING 1
+				DELETE FROM {s}.acks WHERE ctid = ANY (ARRAY (
+					SELECT ctid FROM {s}.acks WHERE agent_id = $1 AND written_at < $2 LIMIT $3))
+				RETURNING 1
 			), st AS (
-				DELETE FROM {s}.steps WHERE agent_id = $1 AND written_at < $2 RETURNING 1
+				DELETE FROM {s}.steps WHERE ctid = ANY (ARRAY (
+					SELECT ctid FROM {s}.steps WHERE agent_id = $1 AND written_at < $2 LIMIT $3))
+				RETURNING 1
 			)
-			SELECT (SELECT count(*) FROM k) + (SELECT count(*) FROM a) + (SELECT count(*) FROM st)`),
+			SELECT (SELECT count(*) FROM k), (SELECT count(*) FROM a), (SELECT count(*) FROM st)`),
 	}
 }
