@@ -443,7 +443,7 @@ func (b *Band) faultsLocked() faultsJSON {
 	out := faultsJSON{Request: []Fault{}, Spent: []bool{}, Socket: []SocketFault{}, RateLimit: b.rate.limit, Fired: map[string]int{}}
 	for _, r := range b.faults.rules {
 		out.Request = append(out.Request, r.Fault)
-		out.Spent = append(out.Spent, r.Nth > 0 && r.seen >= r.Nth+max(r.Count, 1)-1)
+		out.Spent = append(out.Spent, r.Nth > 0 && r.seen >= r.Nth && r.seen-r.Nth >= max(r.Count, 1)-1)
 	}
 	for _, r := range b.faults.socket {
 		out.Socket = append(out.Socket, r.SocketFault)

@@ -205,7 +205,8 @@ func (b *Band) serveContacts(c *call) reply {
 		}
 	}
 	items := []contactJSON{}
-	if start := (page - 1) * size; start < len(all) {
+	if pages := (len(all) + size - 1) / size; page <= pages { // compared before multiplying: page may be huge
+		start := (page - 1) * size
 		items = all[start:min(start+size, len(all))]
 	}
 	return reply{status: http.StatusOK, data: items, meta: pageMetaJSON{Page: page, PageSize: size, TotalCount: len(all), TotalPages: (len(all) + size - 1) / size}}
@@ -243,17 +244,19 @@ func (b *Band) serveContactRequests(c *call) reply {
 		Total      int `json:"total"`
 		TotalPages int `json:"total_pages"`
 	}
-	start := (page - 1) * size
-	data := map[string]any{"received": pageOf(received, start, size), "sent": pageOf(sent, start, size)}
+	data := map[string]any{"received": pageOf(received, page, size), "sent": pageOf(sent, page, size)}
 	meta := map[string]any{"page": page, "page_size": size,
 		"received": dirMeta{len(received), (len(received) + size - 1) / size}, "sent": dirMeta{len(sent), (len(sent) + size - 1) / size}}
 	return reply{status: http.StatusOK, data: data, meta: meta}
 }
 
-func pageOf[T any](all []T, start, size int) []T {
-	if start >= len(all) {
+// pageOf is page (from 1) of all, size a page; page is compared before
+// it is multiplied, as it may be huge.
+func pageOf[T any](all []T, page, size int) []T {
+	if page > (len(all)+size-1)/size {
 		return []T{}
 	}
+	start := (page - 1) * size
 	return all[start:min(start+size, len(all))]
 }
 

@@ -209,7 +209,7 @@ func holdsRequests(rules []*faultRule) bool {
 func fires(r *faultRule, draw func() float64) bool {
 	if r.Nth > 0 {
 		count := max(r.Count, 1)
-		return r.seen >= r.Nth && r.seen < r.Nth+count
+		return r.seen >= r.Nth && r.seen-r.Nth < count // not r.Nth+count: that may overflow
 	}
 	return draw() < r.Probability
 }

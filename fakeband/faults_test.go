@@ -2,6 +2,7 @@ package fakeband_test
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -297,4 +298,22 @@ func TestLoopCursorPointsAContextPageBackAtItself(t *testing.T) {
 	assert.Equal(t, cursor, again["next_cursor"], "the page points at itself")
 	assert.Equal(t, map[string]int{"context/loop_cursor": 2}, f.b.FaultsFired())
 	assert.Equal(t, "loop_cursor", fakeband.LoopCursor.String())
+}
+
+// A rule "fail from the 2nd request on, a huge number of times" must
+// fire on the 2nd request: Nth+Count overflows int in fires, so the rule
+// the admin API accepted (the console's "Times" field sends it) never
+// fires at all, while validateFault refuses rules that can never fire.
+func TestAFaultWithAHugeCountStillFires(t *testing.T) {
+	b := fakeband.New(fakeband.Options{Seed: 1})
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	bot := b.AddAgent("Bot")
+	require.NoError(t, b.InjectPlan(fakeband.FaultPlan{Request: []fakeband.Fault{
+		{Endpoint: fakeband.EndpointMe, Kind: fakeband.FailBefore, Nth: 2, Count: math.MaxInt},
+	}}))
+	codes := []int{}
+	for range 3 {
+		codes = append(codes, serveOnce(t, b, http.MethodGet, "/api/v1/agent/me", bot.Key, "").Code)
+	}
+	require.Equal(t, []int{200, 503, 503}, codes)
 }

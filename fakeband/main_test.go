@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -129,4 +131,25 @@ func post(content string, mentions ...map[string]any) map[string]any {
 		mentions = []map[string]any{}
 	}
 	return map[string]any{"message": map[string]any{"content": content, "mentions": mentions}}
+}
+
+// serveOnce sends one request straight to the Band's handler and reports
+// a panic as a test failure instead of crashing the process (the
+// in-memory client serves on the caller's goroutine, where a handler's
+// panic would take the whole test binary down).
+func serveOnce(t *testing.T, b *fakeband.Band, method, path, key, body string) (rec *httptest.ResponseRecorder) {
+	t.Helper()
+	req := httptest.NewRequest(method, "http://"+fakeband.Host+path, strings.NewReader(body))
+	req.Header.Set("X-API-Key", key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	rec = httptest.NewRecorder()
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("%s %s panicked: %v", method, path, p)
+		}
+	}()
+	b.Handler().ServeHTTP(rec, req)
+	return rec
 }

@@ -301,3 +301,19 @@ func TestContactsArePushedAndArePeers(t *testing.T) {
 		c.requireQuiet()
 	})
 }
+
+// A page number whose (page-1)*page_size overflows int must be refused or
+// answered with an empty page, never panic: (2^62)*2 wraps to a negative
+// start, which the contact listings slice with.
+func TestContactListingsSurviveAPageNumberThatOverflows(t *testing.T) {
+	b := fakeband.New(fakeband.Options{Seed: 1})
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	bot := b.AddAgent("Bot")
+	for _, path := range []string{
+		"/api/v1/agent/contacts?page=4611686018427387905&page_size=2",
+		"/api/v1/agent/contacts/requests?page=4611686018427387905&page_size=2",
+	} {
+		rec := serveOnce(t, b, http.MethodGet, path, bot.Key, "")
+		require.Contains(t, []int{http.StatusOK, http.StatusUnprocessableEntity}, rec.Code, "%s: %s", path, rec.Body)
+	}
+}
