@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/band-once/bandonce/fakeband"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -81,4 +83,48 @@ func TestConcurrentPostsAreAllStoredInOneOrder(t *testing.T) {
 	for i := 1; i < len(posts); i++ {
 		require.Less(t, posts[i-1].Seq, posts[i].Seq, "posts are in the global event order")
 	}
+}
+
+// The room's title is encoded after the Band's lock is released; a rename
+// at the same time must not race with it (run with -race).
+func TestReadingARoomDoesNotRaceWithItsRename(t *testing.T) {
+	b := fakeband.New(fakeband.Options{Seed: 1})
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	bot := b.AddAgent("Bot")
+	c := b.HTTPClient()
+	req := func(method, path, body string) {
+		r, err := http.NewRequest(method, b.BaseURL()+path, strings.NewReader(body))
+		require.NoError(t, err)
+		r.Header.Set("X-API-Key", bot.Key)
+		resp, err := c.Do(r)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	// The agent creates (and so owns) the room.
+	r, _ := http.NewRequest(http.MethodPost, b.BaseURL()+"/agent/chats", strings.NewReader(`{"chat": {"title": "t0"}}`))
+	r.Header.Set("X-API-Key", bot.Key)
+	resp, err := c.Do(r)
+	require.NoError(t, err)
+	resp.Body.Close()
+	id := b.CreatedRooms()[0].ID
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 200; i++ {
+			title := "a"
+			if i%2 == 1 {
+				title = "bb"
+			}
+			req(http.MethodPatch, "/agent/chats/"+id, `{"chat": {"title": "`+title+`"}}`)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 200; i++ {
+			req(http.MethodGet, "/agent/chats/"+id, "")
+		}
+	}()
+	wg.Wait()
 }

@@ -80,7 +80,8 @@ type roomJSON struct {
 func renderRoom(r *room) roomJSON {
 	out := roomJSON{ID: r.id, InsertedAt: r.at, UpdatedAt: r.at}
 	if r.title != "" {
-		out.Title = &r.title
+		title := r.title // copied: the answer is encoded after the lock is released, and a rename writes r.title
+		out.Title = &title
 	}
 	if r.taskID != "" {
 		out.TaskID = &r.taskID
