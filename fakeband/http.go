@@ -309,10 +309,15 @@ type readBody struct {
 
 func (*readBody) Close() error { return nil }
 
+// preallocMax bounds the buffer readAtMost allocates on a body's declared
+// length alone: a client may declare a MiB and send nothing.
+const preallocMax = 64 << 10
+
 // readAtMost reads up to limit bytes of body, in one buffer of the
-// declared length when there is one.
+// declared length when there is one and it is small; a larger body grows
+// its buffer as its bytes arrive.
 func readAtMost(body io.Reader, limit, declared int64) ([]byte, error) {
-	if declared > 0 && declared < limit {
+	if declared > 0 && declared < limit && declared < preallocMax {
 		data := make([]byte, declared+1) // the extra byte finds EOF, or more than declared
 		n, err := io.ReadFull(body, data)
 		switch {

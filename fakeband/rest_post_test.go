@@ -1,8 +1,12 @@
 package fakeband_test
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -165,4 +169,59 @@ func TestHumansPostOverHTTP(t *testing.T) {
 	stranger := f.b.AddHuman("Stranger")
 	resp = f.do(t, http.MethodPost, path, stranger.Key, post("hi", map[string]any{"id": f.bot.ID}))
 	require.Equal(t, http.StatusNotFound, resp.status)
+}
+
+// stalledBody is a request body whose client declared a length and then
+// sent nothing: Read reports that it was called, then blocks until release.
+type stalledBody struct {
+	reading chan<- struct{}
+	release <-chan struct{}
+	once    bool
+}
+
+func (s *stalledBody) Read([]byte) (int, error) {
+	if !s.once {
+		s.once = true
+		s.reading <- struct{}{}
+	}
+	<-s.release
+	return 0, io.EOF
+}
+
+// A request that declares a body near MaxBody and sends none must not
+// make the Band hold a MiB for it: the fake allocates the declared length
+// up front (readAtMost), before a byte arrived, and Listen's server has
+// no read timeout, so a client holding such requests open holds a MiB
+// each, for a few header bytes.
+func TestADeclaredBodyLengthIsNotAllocatedBeforeItArrives(t *testing.T) {
+	b := fakeband.New(fakeband.Options{Seed: 1})
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	bot := b.AddAgent("Bot")
+	const n = 64
+	reading, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		req := httptest.NewRequest(http.MethodPost, "http://"+fakeband.Host+"/api/v1/agent/chats", nil)
+		req.Body = io.NopCloser(&stalledBody{reading: reading, release: release})
+		req.ContentLength = fakeband.MaxBody - 1
+		req.Header.Set("X-API-Key", bot.Key)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.Handler().ServeHTTP(httptest.NewRecorder(), req)
+		}()
+	}
+	for range n {
+		<-reading
+	}
+	var during runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&during)
+	close(release)
+	wg.Wait()
+	grown := int64(during.HeapAlloc) - int64(before.HeapAlloc)
+	require.Less(t, grown, int64(8<<20), "%d requests that sent no body byte hold %d MiB", n, grown>>20)
 }
