@@ -41,9 +41,10 @@
 //     stopped client is expected to ignore it and /next stays gated.
 //   - Every agent is owned by one operator human, Band.Owner; only that
 //     human may list an agent's executions or interrupt them.
-//   - Sockets have no heartbeat timeout. Each connection has an unbounded
-//     outbox written by its own goroutine, so a push never blocks the REST
-//     call or Go method that caused it.
+//   - Sockets have no heartbeat timeout. Each connection has an outbox
+//     (at most 16 MiB) written by its own goroutine, so a push never
+//     blocks the REST call or Go method that caused it; a client that
+//     reads nothing for 10 s is dropped.
 //   - supersede pushes are exempt from socket faults: they are the signal
 //     that stops a client from fighting for its connection.
 //   - An agent has one execution per room, created when it first joins.

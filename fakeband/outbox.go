@@ -40,6 +40,13 @@ type outbox struct {
 // maxOutbox bounds the bytes queued for one connection.
 const maxOutbox = 16 << 20
 
+// socketWriteTimeout bounds one frame's write: a client that reads
+// nothing for this long is dropped, as the feed drops a stream, rather
+// than held with its outbox for as long as it keeps the connection open
+// (a superseded or DropConnection'd one included, whose close waits
+// behind the frames queued before it).
+const socketWriteTimeout = 10 * time.Second
+
 func newOutbox(drop func()) *outbox {
 	return &outbox{signal: make(chan struct{}, 1), drop: drop}
 }
@@ -96,7 +103,10 @@ func (c *conn) writeLoop() {
 				c.abort()
 				return
 			}
-			if err := c.ws.Write(c.ctx, websocket.MessageText, it.frame); err != nil {
+			ctx, cancel := context.WithTimeout(c.ctx, socketWriteTimeout)
+			err := c.ws.Write(ctx, websocket.MessageText, it.frame)
+			cancel()
+			if err != nil {
 				c.abort()
 				return
 			}

@@ -1,6 +1,7 @@
 package fakeband_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/band-once/bandonce/fakeband"
+	"github.com/band-once/bandonce/internal/phoenix"
 )
 
 func TestASecondConnectionSupersedesTheFirst(t *testing.T) {
@@ -159,4 +161,43 @@ func TestSupersedeAndDropAreRecordedWithoutConnections(t *testing.T) {
 	assert.Equal(t, fakeband.EventSupersede, last[0].Kind)
 	assert.Equal(t, f.bot.ID, last[0].AgentID)
 	assert.Equal(t, fakeband.Event{Seq: last[1].Seq, Kind: fakeband.EventDrop, AgentID: f.bot.ID, Detail: "0"}, last[1])
+}
+
+// A connection whose client stopped reading is superseded by a newer one
+// of the same agent: Band closes the older connection. In the fake the
+// older one's writer is blocked on the client with no deadline, so the
+// close it queued behind the backlog is never written: the connection
+// (its goroutines, its outbox, up to 16 MiB) lives on, and is still
+// served, for as long as the client keeps it open. One key can so pile up
+// any number of them.
+func TestASupersededConnectionWhoseClientDoesNotReadIsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := fakeband.New(fakeband.Options{Seed: 1})
+		defer b.Close()
+		bot := b.AddAgent("Bot")
+		old, _, err := tryDial(b.HTTPClient(), b.SocketURL(), http.Header{"X-Api-Key": {bot.Key}})
+		require.NoError(t, err)
+		defer old.CloseNow()
+		// The old client sends heartbeats and reads nothing.
+		for i := range 100 {
+			data, err := phoenix.Encode(phoenix.Frame{Ref: string(rune('a' + i%26)), Topic: phoenix.TopicPhoenix, Event: phoenix.EventHeartbeat})
+			require.NoError(t, err)
+			require.NoError(t, old.Write(context.Background(), websocket.MessageText, data))
+		}
+		synctest.Wait()
+
+		newer, _, err := tryDial(b.HTTPClient(), b.SocketURL(), http.Header{"X-Api-Key": {bot.Key}})
+		require.NoError(t, err)
+		defer newer.CloseNow()
+
+		time.Sleep(time.Hour) // virtual: the bubble's clock
+		synctest.Wait()
+
+		// An hour after it was superseded, the old connection should be gone;
+		// reading it must end in an error, not the backlog of an hour ago.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, data, err := old.Read(ctx)
+		require.Error(t, err, "an hour after its supersede the old connection still serves its backlog: %s", data)
+	})
 }
