@@ -45,6 +45,8 @@
 //     (at most 16 MiB) written by its own goroutine, so a push never
 //     blocks the REST call or Go method that caused it; a client that
 //     reads nothing for 10 s is dropped.
+//   - A socket upgrade with an Origin header (a browser's) must come from
+//     the fake's own loopback origin, as the admin API's requests must.
 //   - supersede pushes are exempt from socket faults: they are the signal
 //     that stops a client from fighting for its connection.
 //   - An agent has one execution per room, created when it first joins.

@@ -3,7 +3,9 @@ package fakeband_test
 import (
 	"net/http"
 	"testing"
+	"testing/synctest"
 
+	"github.com/band-once/bandonce/fakeband"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -108,4 +110,32 @@ func TestChatsArePageNumbered(t *testing.T) {
 		require.Equal(t, http.StatusUnprocessableEntity, resp.status, q)
 		assert.Equal(t, "validation_error", resp.errorCode(t), q)
 	}
+}
+
+// The fake's keys are derived from the seed and printed in its docs (seed
+// 1's echo key is in docs/fakeband.md), so any web page the developer
+// opens can name one. The admin API refuses a foreign Origin for that
+// reason; the socket upgrade must too: a browser always sends Origin,
+// the SDKs' clients never do. Otherwise a page elsewhere connects as the
+// agent, reads its pushes and supersedes its real socket (terminal: the
+// agent must not reconnect after it).
+func TestTheSocketRefusesAForeignOrigin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := fakeband.New(fakeband.Options{Seed: 1})
+		defer b.Close()
+		bot := b.AddAgent("Bot")
+		agent := dialSocket(t, b, bot.Key)
+		agent.mustJoin("agent_control:" + bot.ID)
+
+		ws, resp, err := tryDial(b.HTTPClient(), b.SocketURL()+"?vsn=2.0.0&api_key="+bot.Key,
+			http.Header{"Origin": {"https://evil.example"}})
+		if err == nil {
+			defer ws.CloseNow()
+		}
+		require.NotNil(t, resp)
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "a page on https://evil.example opened the agent's socket")
+		synctest.Wait()
+		frames, closed := agent.pending()
+		require.False(t, closed, "the agent's own socket was superseded by the foreign page: %v", frames)
+	})
 }

@@ -89,11 +89,12 @@ func (b *Band) serveSocket(w http.ResponseWriter, r *http.Request) {
 		key = r.URL.Query().Get("api_key")
 	}
 	agent, err := b.authenticate(agentSide, key)
-	if err != nil {
+	if err != nil || !socketOriginAllowed(r) {
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusForbidden)
 		return
 	}
+	// The origin was checked above, with the Host rules of the admin API.
 	ws, acceptErr := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if acceptErr != nil {
 		return // Accept has answered the client
@@ -106,6 +107,18 @@ func (b *Band) serveSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	go c.writeLoop()
 	c.readLoop()
+}
+
+// socketOriginAllowed reports whether an upgrade may come from where it
+// says it does. Agents' clients (the SDKs, phoenix.js under Node, this
+// module's) send no Origin; a browser always does, so an upgrade with a
+// foreign Origin is a page elsewhere that learnt a key (the fake's keys
+// follow from the seed, and its docs print them): it would read the
+// agent's pushes and supersede its socket. A same-origin one must also
+// name a loopback Host, as the admin API insists, against DNS rebinding.
+func socketOriginAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	return origin == "" || (servedHost(r) && sameOrigin(origin, r.Host))
 }
 
 // register adds c as the agent's connection, superseding older ones, and
