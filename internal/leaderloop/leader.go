@@ -191,10 +191,10 @@ func (l *loop) campaign(ctx context.Context) (*Lease, error) {
 				return nil, fmt.Errorf("pgledger: campaigning for the lease of agent %q: %w", l.cfg.AgentID, err)
 			}
 			failures.Note(l.log, "pgledger: cannot reach the database to campaign for the lease; retrying", err)
-			// No faster than Open retries, nor slower than a poll: a
-			// short PollInterval must not become a tight loop of
-			// connection attempts for as long as an outage lasts.
-			wait = failures.Backoff(l.cfg.PollInterval)
+			// No faster than a lookup may come: a tiny PollInterval
+			// must not become a loop of connection attempts for as
+			// long as an outage lasts.
+			wait = max(wait, minWait)
 		}
 		if err := l.sleep(ctx, wait); err != nil {
 			return nil, err
