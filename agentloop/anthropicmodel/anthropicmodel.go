@@ -70,7 +70,13 @@ func Params(model anthropic.Model, req agentloop.Request) (anthropic.MessageNewP
 	for _, t := range req.Turns {
 		switch t.Role {
 		case agentloop.RoleTool:
-			results = append(results, anthropic.NewToolResultBlock(t.ToolCallID, t.Text, t.IsError))
+			block := anthropic.NewToolResultBlock(t.ToolCallID, t.Text, t.IsError)
+			if t.Text == "" {
+				// A tool that said nothing: a result with no content, since
+				// the API refuses an empty text block.
+				block.OfToolResult.Content = nil
+			}
+			results = append(results, block)
 		case agentloop.RoleAssistant:
 			flush()
 			var blocks []anthropic.ContentBlockParamUnion

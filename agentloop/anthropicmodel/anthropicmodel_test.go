@@ -1,11 +1,14 @@
 package anthropicmodel_test
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/band-once/bandonce/agentloop"
@@ -54,3 +57,18 @@ func TestCancellingTheContextEndsTheCallInFlight(t *testing.T) { modeltest.Cance
 
 // An answer past the cap fails the call, Permanent, without filling memory.
 func TestAnAnswerPastTheCapIsPermanent(t *testing.T) { modeltest.AnswerPastTheCap(t, adapter) }
+
+// A tool that returned nothing is sent as a tool result without content:
+// the Messages API refuses an empty text block, and the turn would fail.
+func TestAnEmptyToolResultIsSentWithoutContent(t *testing.T) {
+	p, err := anthropicmodel.Params("fake-model", agentloop.Request{MaxTokens: 16, Turns: []agentloop.Turn{
+		{Role: agentloop.RoleUser, Text: "archive it"},
+		{Role: agentloop.RoleAssistant, ToolCalls: []agentloop.ToolCall{{ID: "toolu_1", Name: "archive", Arguments: json.RawMessage(`{}`)}}},
+		{Role: agentloop.RoleTool, ToolCallID: "toolu_1"},
+	}})
+	require.NoError(t, err)
+	body, err := json.Marshal(p)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"tool_use_id":"toolu_1"`)
+	assert.NotContains(t, string(body), `"text":""`)
+}
