@@ -172,7 +172,8 @@ func (s *Shell) serve(ctx context.Context, oneShot *drainTracker) error {
 		<-fetch.Done()
 		err = context.Cause(fetch)
 	}
-	fatal(err) // start-up failed: stop the scheduler too
+	// A failed start-up stops the scheduler too.
+	fatal(err)
 	clean := errors.Is(err, errDrained) || // every room drained: a one-shot run's end
 		(ctx.Err() != nil && errors.Is(err, context.Cause(ctx))) // the caller ended Run
 	if !clean {
