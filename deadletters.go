@@ -201,7 +201,7 @@ func (s *Shell) Replay(ctx context.Context, roomID, messageID string) (Outcome, 
 // newReplayRoom is a room for one replay: no scheduler, no fetching.
 func newReplayRoom(s *Shell, id string) *room {
 	r := &room{s: s, id: id, jitter: roomJitter(s.jitterSeed, id), failures: map[string]*failure{}, unsent: map[string]*Reply{}, consumeOnServe: map[string]bool{},
-		deadLettering: map[string]error{}}
+		deadLettering: map[string]error{}, silenced: map[string]bool{}}
 	r.ctl = newRoomControl(func() {}, func() {})
 	return r
 }

@@ -443,3 +443,41 @@ func TestAnInterruptDoesNotEraseADeadLetterBeingFinished(t *testing.T) {
 		assert.Len(t, dead, 1, "kept, for a replay")
 	})
 }
+
+// An interrupt in the claim of a delivery that finishes a dead letter
+// withholds the room's notice for good: when that delivery's failed mark
+// does not land either, the next delivery, with no signal, finishes the
+// dead letter and still tells no one.
+func TestADeadLetterNoticeAnInterruptWithheldIsNotPostedLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, 0)
+		room := r.rooms[0]
+		cfg := r.config()
+		cfg.Ledger = bandonce.NewMemoryLedger()
+		calls := 0
+		cfg.Handler = func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			calls++
+			return nil, bandonce.Permanent(errors.New("this request cannot be done"))
+		}
+		// Every try of the first two deliveries' failed marks fails; the
+		// second delivery's claim is slow, so the interrupt lands in it.
+		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointFailed, Nth: 1, Count: 10, Kind: fakeband.FailBefore, Status: 503})
+		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessing, Nth: 2, Kind: fakeband.Delay, Delay: 10 * time.Second})
+		stop := startOnce(r.world, cfg)
+		time.Sleep(time.Second) // the socket is up
+		id := r.say(room, "do the impossible")
+		for r.tap.count("processing", room.ID) < 2 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		synctest.Wait()
+		require.Equal(t, 5, r.band.FaultsFired()["failed/fail_before"], "the first dead letter's failed mark did not land")
+		require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+		time.Sleep(2 * time.Minute)
+		require.NoError(t, stop())
+
+		require.Equal(t, 10, r.band.FaultsFired()["failed/fail_before"], "the interrupted delivery's failed mark did not land either")
+		assert.Equal(t, 1, calls, "the handler ran once")
+		assert.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id))
+		assert.Empty(t, r.errorEvents(room), "the interrupt withheld the room's notice: it is not posted later")
+	})
+}

@@ -393,6 +393,7 @@ func (r *room) forget(ctx context.Context, id string) {
 	delete(r.firstAttempt, id)
 	delete(r.consumeOnServe, id)
 	delete(r.deadLettering, id)
+	delete(r.silenced, id)
 	if err := r.s.cfg.Ledger.SetAckPending(ctx, r.id, id, false); err != nil {
 		r.s.ledgerFailed("bandonce: ledger write failed", err, "room", r.id, "message", id)
 	}
@@ -438,6 +439,9 @@ func (r *room) giveUp(ctx context.Context, m *wire.Message, attempt int, cause e
 	}
 	r.s.log.Error("bandonce: giving up on a message", "room", r.id, "message", m.ID, "reason", reason)
 	r.deadLettering[m.ID] = cause
+	if !tell {
+		r.silenced[m.ID] = true // for good: a later delivery that finishes it tells no one either
+	}
 	mctx, cancel := r.s.markCtx(ctx)
 	defer cancel()
 	if _, err := r.s.api.Failed(mctx, r.id, m.ID, reason); err != nil {
@@ -481,7 +485,7 @@ func (r *room) resumeDeadLetter(ctx context.Context, cy *cycle, m *wire.Message,
 	sig := r.ctl.commit(cy)
 	switch {
 	case sig == nil:
-		return r.deadLetter(ctx, m, attempt, cause)
+		return r.giveUp(ctx, m, attempt, cause, !r.silenced[m.ID])
 	case errors.Is(sig, ErrInterrupted):
 		return r.giveUp(ctx, m, attempt, cause, false)
 	default:

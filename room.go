@@ -50,6 +50,9 @@ type room struct {
 	// the consuming marks): the next delivery finishes it without running
 	// the handler again.
 	deadLettering map[string]error
+	// silenced holds the dead letters whose room notice an interrupt
+	// withheld: a later delivery that finishes one sends no notice either.
+	silenced map[string]bool
 	// heldAcks holds the outcomes of messages whose processed mark waits
 	// for their sends to settle (see holdAck).
 	heldAcks map[string]Outcome
@@ -95,6 +98,7 @@ func newRoom(s *Shell, q *scheduler, id string) *room {
 		unsent:         make(map[string]*Reply),
 		consumeOnServe: make(map[string]bool),
 		deadLettering:  make(map[string]error),
+		silenced:       make(map[string]bool),
 		heldAcks:       make(map[string]Outcome),
 		firstAttempt:   make(map[string]int),
 		jitter:         roomJitter(s.jitterSeed, id),
