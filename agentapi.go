@@ -675,10 +675,24 @@ func unguarded[T any](ctx context.Context, t *turn, do func(context.Context) (T,
 	if err := t.forbidden(ctx); err != nil {
 		return zero, err
 	}
-	v, err := do(wire.WithStartCheck(ctx, func() error { return t.forbidden(ctx) }))
+	// withheld is the cause of the first try the check kept from
+	// leaving: a client that reads after a refusal (AddParticipant's
+	// 409/422, RemoveParticipant's 404) may swallow the NotSentError and
+	// return the refusal instead.
+	var withheld error
+	v, err := do(wire.WithStartCheck(ctx, func() error {
+		cause := t.forbidden(ctx)
+		if cause != nil && withheld == nil {
+			withheld = cause
+		}
+		return cause
+	}))
 	var notSent *wire.NotSentError
-	if errors.As(err, &notSent) {
+	switch {
+	case errors.As(err, &notSent):
 		return zero, notSent.Err
+	case err != nil && withheld != nil:
+		return zero, withheld
 	}
 	return v, err
 }

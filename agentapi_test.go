@@ -577,3 +577,38 @@ func TestAnUnguardedWriteIsNotRetriedAfterAnInterrupt(t *testing.T) {
 		assert.ErrorIs(t, werr, bandonce.ErrInterrupted)
 	})
 }
+
+// An unguarded write whose follow-up read the turn's gate withheld (band's
+// AddParticipant answers a 409/422, "already a participant", by reading
+// the room's participants) returns the signal's cause, not Band's 422.
+func TestAnUnguardedWriteCutByAnInterruptReturnsTheCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 1, 0)
+		room := r.rooms[0]
+		cfg := r.config()
+		var werr error
+		done := make(chan struct{})
+		cfg.Handler = func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+			defer close(done)
+			// The agent itself: Band answers 422, already a participant.
+			_, werr = m.AddParticipant(context.WithoutCancel(ctx), r.agent.ID, "")
+			return nil, werr
+		}
+		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointAddParticipant, Nth: 1, Kind: fakeband.Delay, Delay: 5 * time.Second})
+		stop := startOnce(r.world, cfg)
+		time.Sleep(time.Second) // the socket is up
+		r.say(room, "add yourself")
+		time.Sleep(2 * time.Second) // the POST has left and is held at Band
+		synctest.Wait()
+		require.Equal(t, 1, r.band.Requests()[fakeband.EndpointAddParticipant])
+		require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+		<-done
+		require.NoError(t, stop())
+
+		// Either the call found the agent in the room (nil) or it gives
+		// the interrupt as its cause; never Band's 422.
+		if werr != nil {
+			assert.ErrorIs(t, werr, bandonce.ErrInterrupted, "an interrupt reached the turn: the call returns its cause")
+		}
+	})
+}
