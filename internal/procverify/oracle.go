@@ -106,6 +106,7 @@ type truth struct {
 	posts    [][]fakeband.Post          // the agent's replies, by room
 	marks    map[string][]fakeband.Mark // by message id
 	answers  map[string][]fakeband.Post // replies attributed to each message
+	sends    map[string][]fakeband.Post // each message's turn's other messages (m.Send)
 	orphans  [][]fakeband.Post          // replies that answer no message, by room
 	tickOf   map[string]int             // post id -> arrival of the request that made it
 	messages []*message
@@ -189,7 +190,7 @@ func (s *sim) judge() Result {
 func (s *sim) gather() *truth {
 	s.mu.Lock()
 	msgs := append([]*message(nil), s.messages...)
-	t := &truth{s: s, marks: map[string][]fakeband.Mark{}, answers: map[string][]fakeband.Post{}, tickOf: map[string]int{}, messages: msgs}
+	t := &truth{s: s, marks: map[string][]fakeband.Mark{}, answers: map[string][]fakeband.Post{}, sends: map[string][]fakeband.Post{}, tickOf: map[string]int{}, messages: msgs}
 	for _, a := range s.attempts {
 		t.attempts = append(t.attempts, *a)
 	}
@@ -222,8 +223,11 @@ func (s *sim) gather() *truth {
 	}
 	for room, ps := range t.posts {
 		for _, p := range ps {
-			if t.turnSend(room, p) {
-				continue // a message of a turn besides its reply (m.Send)
+			if m := t.turnSend(room, p); m != nil {
+				// A message of a turn besides its reply (m.Send): not
+				// its answer, but silenced by an interrupt all the same.
+				t.sends[m.ID] = append(t.sends[m.ID], p)
+				continue
 			}
 			if m := t.attribute(room, p); m != nil {
 				t.answers[m.ID] = append(t.answers[m.ID], p)
@@ -241,17 +245,17 @@ func (s *sim) gather() *truth {
 // work of that message other than its answer. It is neither the reply
 // nor a reply that answers no message; two of it under one key are still
 // a double post.
-func (t *truth) turnSend(room int, p fakeband.Post) bool {
+func (t *truth) turnSend(room int, p fakeband.Post) *message {
 	key, ok := oracle.MarkerKey(p.Content)
 	if !ok {
-		return false
+		return nil
 	}
 	for _, m := range t.messages {
 		if m.Room == room && strings.HasPrefix(key, "msg:"+m.ID+":") {
-			return true
+			return m
 		}
 	}
-	return false
+	return nil
 }
 
 // attribute finds the message a reply answers: the message of the room
@@ -542,7 +546,7 @@ func (t *truth) interrupts(v *judgement) {
 		if m == nil {
 			continue
 		}
-		for _, p := range t.answers[m.ID] {
+		for _, p := range append(append([]fakeband.Post(nil), t.answers[m.ID]...), t.sends[m.ID]...) {
 			if t.tickOf[p.ID] <= c.Effective || (oracle.ClaimedBetween(t.marks[m.ID], c.Seq, p.Seq) && t.newTurn(c, m, p)) {
 				continue
 			}

@@ -407,3 +407,18 @@ func TestQuietFailsAStallLongerThanTheQuietPeriodAndItsExcuses(t *testing.T) {
 	require.NotNil(t, v, "and the deadline moves by as much")
 	assert.Contains(t, v.Reason, "the schedule ran past its deadline")
 }
+
+// An interrupt silences a turn's other messages (m.Send) as well as its
+// reply: one sent after the interrupt reached the agent fails.
+func TestInterruptSilenceFailsATurnsSendAfterTheInterrupt(t *testing.T) {
+	w := newWorld(t, 1, Config{})
+	m := w.say(0, "r1m1")
+	w.claim(m)
+	w.s.attempts = append(w.s.attempts, &attempt{Life: 1, Tick: 5, EP: fakeband.EndpointProcessing, Room: w.room(m), Msg: m.ID, Status: 200, Answered: true})
+	w.s.controls = append(w.s.controls, &control{Kind: Interrupt, Room: 0, Message: m.ID, Delivered: true, Effective: 10, Seq: w.seq(), UntilSeq: w.seq()})
+	w.a.reply(w.room(m), w.s.human.ID, "still working on it\n[dedup_key:"+bandonce.DefaultKey(m.ID)+":send:1]")
+	w.attempt(11, fakeband.EndpointPost, 0, "", w.lastPost(0).ID)
+	w.done(m) // consumed, as an interrupt does
+	v := w.judge()
+	assert.NotEmpty(t, reason(v, InterruptSilence), "the turn's message was sent after the interrupt reached the agent")
+}
