@@ -493,6 +493,15 @@ func (t *truth) newTurn(c control, m *message, p fakeband.Post) bool {
 			heard = a.Life
 		}
 	}
+	// A stop that reached the agent after its claim and before the
+	// interrupt ended that turn (left for replay): the interrupt found
+	// none in flight, and is a no-op (control-semantics 1.4).
+	stopped := 0
+	for _, s := range t.controls {
+		if s.Kind == Stop && s.Delivered && s.Room == c.Room && s.Effective <= c.Effective && s.Effective > stopped {
+			stopped = s.Effective
+		}
+	}
 	held := false
 	for _, a := range t.attempts {
 		if a.EP != fakeband.EndpointProcessing || a.Msg != m.ID {
@@ -501,7 +510,7 @@ func (t *truth) newTurn(c control, m *message, p fakeband.Post) bool {
 		switch {
 		case a.Life != heard && a.Tick > c.Effective && a.Tick < sent:
 			return true
-		case a.Life == heard && a.Tick <= c.Effective && a.Answered && a.Status/100 == 2:
+		case a.Life == heard && a.Tick <= c.Effective && a.Tick > stopped && a.Answered && a.Status/100 == 2:
 			held = true
 		}
 	}

@@ -422,3 +422,27 @@ func TestInterruptSilenceFailsATurnsSendAfterTheInterrupt(t *testing.T) {
 	v := w.judge()
 	assert.NotEmpty(t, reason(v, InterruptSilence), "the turn's message was sent after the interrupt reached the agent")
 }
+
+// A stop left r1m1's turn for replay, and an interrupt reached the agent
+// while the room was still stopped: no turn was in flight, so it does
+// nothing (control-semantics 1.4). After play the same life claims r1m1
+// again and answers it: a new turn, though that life held one before.
+func TestInterruptSilencePassesAReplayAfterAStopAnInterruptAndPlay(t *testing.T) {
+	w := newWorld(t, 1, Config{})
+	m := w.say(0, "r1m1")
+	w.claim(m)
+	w.s.attempts = append(w.s.attempts, &attempt{Life: 1, Tick: 5, EP: fakeband.EndpointProcessing, Room: w.room(m), Msg: m.ID, Status: 200, Answered: true})
+	// The stop cuts the turn; the message stays processing for replay.
+	w.s.controls = append(w.s.controls, &control{Kind: Stop, Room: 0, Delivered: true, Effective: 8, Seq: w.seq(), UntilSeq: w.seq(), PlayTick: 20})
+	// While stopped, an interrupt: nothing is in flight.
+	w.s.controls = append(w.s.controls, &control{Kind: Interrupt, Room: 0, Delivered: true, Effective: 12, Seq: w.seq(), UntilSeq: w.seq()})
+	// Play; the replay.
+	w.claim(m)
+	w.s.attempts = append(w.s.attempts, &attempt{Life: 1, Tick: 21, EP: fakeband.EndpointProcessing, Room: w.room(m), Msg: m.ID, Status: 200, Answered: true})
+	w.answer(m)
+	w.attempt(22, fakeband.EndpointPost, 0, "", w.lastPost(0).ID)
+	w.done(m)
+	v := w.judge()
+	assert.Empty(t, reason(v, StopSilence))
+	assert.Empty(t, reason(v, InterruptSilence), "the interrupt found no turn in flight: the replay after play is a new turn")
+}
