@@ -171,3 +171,23 @@ func TestAHandlerWaitingOnItsOwnSendAfterASignalIsNotHung(t *testing.T) {
 		})
 	}
 }
+
+// The grace for a request in flight is only for one that was: a handler
+// that made none and ignores its context for 2.5 s is hung; one that
+// waited 2 s of them on its turn's request sent before the interrupt is
+// not.
+func TestOnlyARequestInFlightAtTheCancellationEarnsMoreGrace(t *testing.T) {
+	start := time.Now()
+	call := func(requests ...*span) *observation {
+		o := newObservation(externalPlan{})
+		o.handlers = append(o.handlers, &handlerCall{life: 1, room: "room-1", msg: "m1", start: start,
+			cancelled: start.Add(time.Second), cause: bandonce.ErrInterrupted,
+			returned: true, end: start.Add(3500 * time.Millisecond), turn: &turn{inFlight: requests}})
+		return o
+	}
+	assert.NotNil(t, handlerHung(call()), "2.5 s past its cancellation with nothing in flight")
+	assert.NotNil(t, handlerHung(call(&span{start: start.Add(1100 * time.Millisecond), end: start.Add(3 * time.Second)})),
+		"a request sent after the cancellation earns nothing")
+	assert.Nil(t, handlerHung(call(&span{start: start.Add(500 * time.Millisecond), end: start.Add(3 * time.Second)})),
+		"2 s of the 2.5 waited on a request sent before")
+}

@@ -13,10 +13,10 @@ import (
 )
 
 // hangGrace is how long (virtual time) a handler may keep running after its
-// context ended before the verifier calls it stuck, besides the Shell's
-// request timeout: a handler may be waiting in its own m.Send, m.Event or
-// agent-API write, whose request, once sent, the Shell lets end (it cannot
-// be taken back, and the turn must learn whether it landed).
+// context ended before the verifier calls it stuck, besides the time it
+// waited on a request of its turn already in flight then (of m.Send,
+// m.Event, an agent-API write): the Shell lets such a request end, since
+// a POST cannot be taken back and the turn must learn whether it landed.
 const hangGrace = time.Second
 
 // verdict is one violation: kind names the defect class (stable, so the
@@ -269,7 +269,7 @@ func handlerHung(o *observation) *verdict {
 		if !h.returned {
 			end = time.Now()
 		}
-		if late := end.Sub(h.cancelled); late > hangGrace+h.inFlight {
+		if late := end.Sub(h.cancelled); late > hangGrace+h.waitedAfter(h.cancelled, end) {
 			label := o.labels[h.msg]
 			if label == "" {
 				label = h.msg

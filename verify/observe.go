@@ -121,9 +121,34 @@ type handlerCall struct {
 	returned  bool
 	// end is when it returned.
 	end time.Time
-	// inFlight is the longest a request of the Shell's made for the
-	// handler may still take once its context ended: the request timeout.
-	inFlight time.Duration
+	// turn is the call's turn, whose requests the recorder times.
+	turn *turn
+}
+
+// span is when one of a turn's requests to Band was in flight; end is
+// zero until it returned.
+type span struct{ start, end time.Time }
+
+// waitedAfter is how long after t the call still waited on one of its
+// turn's requests that was in flight at t, up to until: the Shell lets
+// the requests of a send, an event or an agent-API write that left end
+// (a POST cannot be taken back, and the guard's read before it must learn
+// what the room holds). Caller holds o.mu.
+func (h *handlerCall) waitedAfter(t, until time.Time) time.Duration {
+	if h.turn == nil {
+		return 0
+	}
+	var waited time.Duration
+	for _, sp := range h.turn.inFlight {
+		end := sp.end
+		if end.IsZero() || end.After(until) {
+			end = until
+		}
+		if !sp.start.After(t) && end.After(t) {
+			waited = max(waited, end.Sub(t))
+		}
+	}
+	return waited
 }
 
 func newObservation(plan externalPlan) *observation {
@@ -278,9 +303,14 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		o.sightings = append(o.sightings, oracle.Sighting{Life: r.life, Msg: msg, Failed: true})
 		o.mu.Unlock()
 	}
-	if x := ExternalFrom(req.Context()); req.Method == http.MethodGet && x != nil && x.turn != nil {
+	var inFlight *span
+	if x := ExternalFrom(req.Context()); x != nil && x.turn != nil {
 		o.mu.Lock()
-		x.turn.asked = true
+		if req.Method == http.MethodGet {
+			x.turn.asked = true
+		}
+		inFlight = &span{start: time.Now()}
+		x.turn.inFlight = append(x.turn.inFlight, inFlight)
 		o.mu.Unlock()
 	}
 	be := r.noteBandEffect(req)
@@ -291,6 +321,9 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := r.inner.RoundTrip(req)
 	r.noteRejection(req, room, resp, err)
 	o.mu.Lock()
+	if inFlight != nil {
+		inFlight.end = time.Now()
+	}
 	o.completed++
 	if be != nil && err == nil && resp.StatusCode/100 == 2 {
 		be.landed = true

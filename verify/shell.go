@@ -48,7 +48,7 @@ func Shell(h bandonce.Handler, cfg ...bandonce.Config) Factory {
 			c := base
 			c.APIKey, c.BaseURL, c.SocketURL, c.HTTPClient = env.APIKey, env.BaseURL, env.SocketURL, env.HTTPClient
 			fillTiming(&c, env.Seed)
-			c.Handler = observeHandler(h, env, c.RequestTimeout)
+			c.Handler = observeHandler(h, env)
 			c.Hooks = observeHooks(c.Hooks, env)
 			if c.Logger == nil {
 				// The schedule's faults are deliberate; the shell's
@@ -145,7 +145,7 @@ func observeHooks(h bandonce.Hooks, env Env) bandonce.Hooks {
 
 // observeHandler wraps h so the verifier knows when each call started,
 // when its context ended and why, and when it returned.
-func observeHandler(h bandonce.Handler, env Env, requestTimeout time.Duration) bandonce.Handler {
+func observeHandler(h bandonce.Handler, env Env) bandonce.Handler {
 	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
 		ext := env.External
 		if _, err := ext.inner.Started(m.RoomID, m.ID); err != nil {
@@ -162,7 +162,7 @@ func observeHandler(h bandonce.Handler, env Env, requestTimeout time.Duration) b
 		bound.turn = o.openTurn(env.Life, m.RoomID, m.ID, true)
 		defer o.closeTurn(bound.turn)
 		ctx = context.WithValue(ctx, externalKey{}, &bound)
-		call := &handlerCall{life: env.Life, room: m.RoomID, msg: m.ID, start: time.Now(), inFlight: requestTimeout}
+		call := &handlerCall{life: env.Life, room: m.RoomID, msg: m.ID, start: time.Now(), turn: bound.turn}
 		running := lifeMessage{env.Life, m.ID}
 		o.mu.Lock()
 		o.handlers = append(o.handlers, call)

@@ -32,6 +32,8 @@ type turn struct {
 	// asked: the turn read something from Band, or consulted the Model;
 	// ok: its handler returned without an error.
 	asked, ok bool
+	// inFlight times the turn's requests to Band.
+	inFlight []*span
 }
 
 // ticker returns the engine's order clock, once a life has started.
