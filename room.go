@@ -264,6 +264,12 @@ func (r *room) resume(msgID string) (*cycle, bool) {
 		return nil, false
 	}
 	if h.msgID != msgID {
+		if errors.Is(r.ctl.signalled(h.cy), ErrInterrupted) {
+			// An interrupt reached the held turn: its message is consumed
+			// with nothing more sent when Band serves it again, whatever
+			// it served in between (a stale /next).
+			r.consumeOnServe[h.msgID] = true
+		}
 		r.ctl.end(h.cy)
 		return nil, false
 	}

@@ -172,6 +172,27 @@ func TestShellKeepsAnInterruptThatLandsDuringTheGuardRead(t *testing.T) {
 	assert.Equal(t, 0, res.Replies)
 }
 
+// Found by mutation testing the prover: r1m2's reply POST got a 503 and
+// its cycle was held through the settle wait, where an interrupt reached
+// it; then a stale /next served r1m1 (processed already), which ended the
+// held cycle and forgot the interrupt, and r1m2, served again, was
+// claimed afresh and its withdrawn reply posted. The interrupt now
+// survives as the message's consuming mark.
+func TestShellKeepsAnInterruptThroughAStaleNextInTheSettleWait(t *testing.T) {
+	s := &Schedule{Seed: 1, Rooms: 1, Name: "a stale /next while an interrupted reply settles", Events: []Event{
+		{Kind: Say, Spec: MessageSpec{Label: "r1m1", Outcome: Reply}},
+		{Kind: Say, Spec: MessageSpec{Label: "r1m2", Outcome: Reply}},
+		{At: 10, Kind: ServerError, Endpoint: fakeband.EndpointPost, Status: 503, Count: 1},
+		{At: 11, After: time.Second, Kind: Interrupt, Room: 0},
+		{At: 11, Kind: StaleNext, Endpoint: fakeband.EndpointNext},
+	}}
+	res := Simulate(t, s, Options{})
+	require.Nil(t, res.Violation)
+	assert.Equal(t, 1, res.Replies, "r1m1's reply only: r1m2's was withdrawn by the interrupt")
+	assert.Equal(t, 1, res.Faults["stale_next"], "the stale /next was served")
+	assert.Equal(t, 1, res.Interrupted, "r1m2 was consumed unanswered")
+}
+
 // Regression, found by the prover once every request passed the shell's
 // one budget: a 429 with Retry-After paused every request, the reply of
 // r3m1 (its fate decided) waited in the pause, an interrupt reached the
