@@ -30,7 +30,7 @@ type GenOptions struct {
 	// means 0.3, negative means none.
 	DurableShare float64
 	// MaxAttempts is the agent's failure budget, bounding drawn failures;
-	// zero means 3.
+	// zero means Budget.
 	MaxAttempts int
 	// Replicas, when 2 or more, gives every schedule that many replicas
 	// sharing one leased ledger, each with a clock skewed within
@@ -62,7 +62,7 @@ func (g GenOptions) withDefaults() GenOptions {
 		g.DurableShare = 0.3
 	}
 	if g.MaxAttempts == 0 {
-		g.MaxAttempts = 3
+		g.MaxAttempts = Budget
 	}
 	return g
 }

@@ -7,6 +7,11 @@ import (
 	"github.com/band-once/bandonce/fakeband"
 )
 
+// Budget is the handler-failure budget the prover gives its Shell
+// (Config.MaxAttempts), draws failures under and judges dead letters by:
+// smaller than the Shell's default, so that schedules reach it.
+const Budget = 3
+
 // Options configure the engine. The zero value runs the prover's own
 // Shell agent with a fresh MemoryLedger per life.
 type Options struct {
@@ -16,7 +21,8 @@ type Options struct {
 	Agent func(*Schedule) (Factory, func())
 	// MaxAttempts is the handler-failure budget the agent dead-letters
 	// at; the oracle uses it to tell a fair dead letter from an abort
-	// that was charged. Zero means 3 (the Shell's default).
+	// that was charged. Zero means Budget, which the prover's Shell is
+	// given too.
 	MaxAttempts int
 	// KeyOf is the dedup key the agent's reply to a message carries.
 	// Nil means the spec's Key, or bandonce.DefaultKey of the message id.
@@ -78,7 +84,7 @@ func (o Options) withDefaults() Options {
 		o.DeadLettersTold = true
 	}
 	if o.MaxAttempts == 0 {
-		o.MaxAttempts = 3
+		o.MaxAttempts = Budget
 	}
 	if o.KeyOf == nil {
 		o.KeyOf = func(id string, spec MessageSpec) string {

@@ -1,6 +1,7 @@
 package proof
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -12,8 +13,8 @@ import (
 
 // ShellConfig configures the prover's own agent, a bandonce.Shell.
 type ShellConfig struct {
-	// MaxAttempts is the Shell's failure budget. Zero means the Shell's
-	// default (bandonce.Config.MaxAttempts).
+	// MaxAttempts is the Shell's failure budget. Zero means the prover's,
+	// Budget, which the oracle and the generator assume too.
 	MaxAttempts int
 	// DeadLetterNotice is the Shell's Config.DeadLetterNotice: nil means
 	// the Shell's default notice.
@@ -76,7 +77,7 @@ func RunShell(ctx context.Context, env Env, ledger bandonce.Ledger, cfg ShellCon
 		Handler:          SpecHandler(env.External),
 		Ledger:           ledger,
 		Logger:           slog.New(slog.DiscardHandler), // the storm's faults are deliberate
-		MaxAttempts:      cfg.MaxAttempts,
+		MaxAttempts:      cmp.Or(cfg.MaxAttempts, Budget),
 		DeadLetterNotice: cfg.DeadLetterNotice,
 		Retry:            bandonce.RetryPolicy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxRetryAfter: time.Second, Seed: seed},
 		Backoff:          bandonce.Backoff{BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxRetryAfter: time.Second},
