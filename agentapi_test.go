@@ -541,40 +541,50 @@ func TestAMemoryKeyIsTheAgentsAcrossRooms(t *testing.T) {
 	})
 }
 
-// An unguarded agent-API write (here SetGoal) checks for a signal once,
-// then leaves it to the HTTP layer, which retries a 503 after its
-// Retry-After. An interrupt that lands in that wait does not stop the
-// retry when the handler made the call with a context the interrupt does
-// not cancel: the PUT is sent after the interrupt. The guarded writes and
-// m.Send ask the cycle's gate at the moment each try leaves
-// (wire.WithStartCheck); the unguarded ones do not.
+// interruptAnUnguardedWrite runs one turn whose handler makes the write,
+// with a context the interrupt does not cancel, while fault holds it at
+// Band; once the write's first request has arrived, the room is
+// interrupted. It returns the write's error.
+func interruptAnUnguardedWrite(t *testing.T, fault fakeband.Fault, write func(ctx context.Context, m *bandonce.Message, agentID string) error) (*rig, error) {
+	r := newRig(t, 1, 0)
+	room := r.rooms[0]
+	cfg := r.config()
+	var werr error
+	done := make(chan struct{})
+	cfg.Handler = func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		defer close(done)
+		werr = write(context.WithoutCancel(ctx), m, r.agent.ID)
+		return nil, werr
+	}
+	r.band.Inject(fault)
+	stop := startOnce(r.world, cfg)
+	time.Sleep(time.Second) // the socket is up
+	r.say(room, "go on")
+	time.Sleep(2 * time.Second) // the write's first request has arrived
+	synctest.Wait()
+	require.Equal(t, 1, r.band.Requests()[fault.Endpoint])
+	require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+	<-done
+	require.NoError(t, stop())
+	return r, werr
+}
+
+// An unguarded agent-API write (here SetGoal) leaves its retries to the
+// HTTP layer, which retries a 503 after its Retry-After: each try asks
+// the cycle's gate as it leaves (wire.WithStartCheck), as m.Send does, so
+// an interrupt in that wait stops the retry, whatever context the
+// handler passed.
 func TestAnUnguardedWriteIsNotRetriedAfterAnInterrupt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, 0)
-		room := r.rooms[0]
-		cfg := r.config()
-		var werr error
-		done := make(chan struct{})
-		cfg.Handler = func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-			defer close(done)
-			title := "ship it"
-			_, werr = m.SetGoal(context.WithoutCancel(ctx), band.Goal{Title: &title})
-			return nil, werr
-		}
-		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointPutBoard, Nth: 1, Kind: fakeband.FailBefore, Status: 503, RetryAfter: "3"})
-		stop := startOnce(r.world, cfg)
-		time.Sleep(time.Second) // the socket is up
-		r.say(room, "set the goal")
-		time.Sleep(time.Second) // the PUT was refused; its retry waits for Retry-After
-		synctest.Wait()
-		require.Equal(t, 1, r.band.FaultsFired()["put_board/fail_before"])
-		require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
-		<-done
-		time.Sleep(time.Second)
-		require.NoError(t, stop())
-
+		title := "ship it"
+		r, err := interruptAnUnguardedWrite(t,
+			fakeband.Fault{Endpoint: fakeband.EndpointPutBoard, Nth: 1, Kind: fakeband.FailBefore, Status: 503, RetryAfter: "3"},
+			func(ctx context.Context, m *bandonce.Message, _ string) error {
+				_, err := m.SetGoal(ctx, band.Goal{Title: &title})
+				return err
+			})
 		assert.Equal(t, 1, r.band.Requests()[fakeband.EndpointPutBoard], "no PUT after the interrupt")
-		assert.ErrorIs(t, werr, bandonce.ErrInterrupted)
+		assert.ErrorIs(t, err, bandonce.ErrInterrupted)
 	})
 }
 
@@ -583,32 +593,17 @@ func TestAnUnguardedWriteIsNotRetriedAfterAnInterrupt(t *testing.T) {
 // the room's participants) returns the signal's cause, not Band's 422.
 func TestAnUnguardedWriteCutByAnInterruptReturnsTheCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, 0)
-		room := r.rooms[0]
-		cfg := r.config()
-		var werr error
-		done := make(chan struct{})
-		cfg.Handler = func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-			defer close(done)
-			// The agent itself: Band answers 422, already a participant.
-			_, werr = m.AddParticipant(context.WithoutCancel(ctx), r.agent.ID, "")
-			return nil, werr
-		}
-		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointAddParticipant, Nth: 1, Kind: fakeband.Delay, Delay: 5 * time.Second})
-		stop := startOnce(r.world, cfg)
-		time.Sleep(time.Second) // the socket is up
-		r.say(room, "add yourself")
-		time.Sleep(2 * time.Second) // the POST has left and is held at Band
-		synctest.Wait()
-		require.Equal(t, 1, r.band.Requests()[fakeband.EndpointAddParticipant])
-		require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
-		<-done
-		require.NoError(t, stop())
-
+		_, err := interruptAnUnguardedWrite(t,
+			fakeband.Fault{Endpoint: fakeband.EndpointAddParticipant, Nth: 1, Kind: fakeband.Delay, Delay: 5 * time.Second},
+			func(ctx context.Context, m *bandonce.Message, agentID string) error {
+				// The agent itself: Band answers 422, already a participant.
+				_, err := m.AddParticipant(ctx, agentID, "")
+				return err
+			})
 		// Either the call found the agent in the room (nil) or it gives
 		// the interrupt as its cause; never Band's 422.
-		if werr != nil {
-			assert.ErrorIs(t, werr, bandonce.ErrInterrupted, "an interrupt reached the turn: the call returns its cause")
+		if err != nil {
+			assert.ErrorIs(t, err, bandonce.ErrInterrupted, "an interrupt reached the turn: the call returns its cause")
 		}
 	})
 }

@@ -398,86 +398,66 @@ func (d *diesAtKeep) SetStep(ctx context.Context, room, id, name string, result 
 	return d.Ledger.SetStep(ctx, room, id, name, result)
 }
 
-// The handler gave up for good (a Permanent error): the message is being
-// dead-lettered. The dead letter's failed mark did not land, so the next
-// delivery finishes it (deadLettering). An interrupt that lands in that
-// delivery's claim finds no turn to abort: the handler is never run again
-// anyway. Yet the interrupt consumes the message as Interrupted, and the
-// dead letter is never kept: the message is gone without a trace, where
-// the same failure with its failed mark landed keeps the dead letter for
-// Shell.Replay. (The interrupt may well withhold the room's notice: it
-// asks that nothing more be sent.)
+// interruptAFinishingDeadLetter runs a handler that gives up for good on
+// one message whose dead letter's failed marks fail failedMarks times
+// (five tries a delivery), and interrupts the room in the claim of the
+// delivery that finishes the dead letter. It returns what the room
+// holds, once the rounds that followed are over.
+func interruptAFinishingDeadLetter(t *testing.T, failedMarks int) (r *rig, id string, calls int, ledger *bandonce.MemoryLedger) {
+	r = newRig(t, 1, 0)
+	room := r.rooms[0]
+	cfg := r.config()
+	ledger = bandonce.NewMemoryLedger()
+	cfg.Ledger = ledger
+	cfg.Handler = func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		calls++
+		return nil, bandonce.Permanent(errors.New("this request cannot be done"))
+	}
+	// The next delivery's claim is slow, so the interrupt lands in it.
+	r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointFailed, Nth: 1, Count: failedMarks, Kind: fakeband.FailBefore, Status: 503})
+	r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessing, Nth: 2, Kind: fakeband.Delay, Delay: 10 * time.Second})
+	stop := startOnce(r.world, cfg)
+	time.Sleep(time.Second) // the socket is up
+	id = r.say(room, "do the impossible")
+	for r.tap.count("processing", room.ID) < 2 {
+		time.Sleep(100 * time.Millisecond)
+	}
+	synctest.Wait()
+	require.Equal(t, 5, r.band.FaultsFired()["failed/fail_before"], "the first dead letter's failed mark did not land")
+	require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
+	time.Sleep(2 * time.Minute)
+	require.NoError(t, stop())
+	require.Equal(t, failedMarks, r.band.FaultsFired()["failed/fail_before"])
+	return r, id, calls, ledger
+}
+
+// The handler gave up for good and the dead letter's failed mark did not
+// land, so the next delivery finishes it. An interrupt that lands in that
+// delivery's claim finds no turn to abort (the handler never runs again):
+// it withholds the room's notice, but the message stays a dead letter,
+// kept for Shell.Replay, as it is when the failed mark landed.
 func TestAnInterruptDoesNotEraseADeadLetterBeingFinished(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, 0)
-		room := r.rooms[0]
-		cfg := r.config()
-		ledger := bandonce.NewMemoryLedger()
-		cfg.Ledger = ledger
-		calls := 0
-		cfg.Handler = func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-			calls++
-			return nil, bandonce.Permanent(errors.New("this request cannot be done"))
-		}
-		// Every try of the first dead letter's failed mark fails; the next
-		// delivery's claim is slow, so the interrupt lands in it.
-		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointFailed, Nth: 1, Count: 5, Kind: fakeband.FailBefore, Status: 503})
-		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessing, Nth: 2, Kind: fakeband.Delay, Delay: 10 * time.Second})
-		stop := startOnce(r.world, cfg)
-		time.Sleep(time.Second) // the socket is up
-		id := r.say(room, "do the impossible")
-		for r.tap.count("processing", room.ID) < 2 {
-			time.Sleep(100 * time.Millisecond)
-		}
-		synctest.Wait()
-		require.Equal(t, 5, r.band.FaultsFired()["failed/fail_before"], "the dead letter's failed mark did not land")
-		require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
-		time.Sleep(time.Minute)
-		require.NoError(t, stop())
-
+		r, id, calls, ledger := interruptAFinishingDeadLetter(t, 5)
 		assert.Equal(t, 1, calls, "the handler ran once")
 		assert.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id))
 		assert.Contains(t, r.out.of(id), bandonce.DeadLettered, "given up on, the message is still a dead letter")
 		dead, err := ledger.DeadLetters(context.Background())
 		require.NoError(t, err)
 		assert.Len(t, dead, 1, "kept, for a replay")
+		assert.Empty(t, r.errorEvents(r.rooms[0]), "the interrupt withheld the room's notice")
 	})
 }
 
-// An interrupt in the claim of a delivery that finishes a dead letter
-// withholds the room's notice for good: when that delivery's failed mark
-// does not land either, the next delivery, with no signal, finishes the
-// dead letter and still tells no one.
+// An interrupt's withholding of the notice is for good: when the
+// interrupted delivery's failed mark does not land either, the next
+// delivery, with no signal, finishes the dead letter and still tells no
+// one.
 func TestADeadLetterNoticeAnInterruptWithheldIsNotPostedLater(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, 1, 0)
-		room := r.rooms[0]
-		cfg := r.config()
-		cfg.Ledger = bandonce.NewMemoryLedger()
-		calls := 0
-		cfg.Handler = func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-			calls++
-			return nil, bandonce.Permanent(errors.New("this request cannot be done"))
-		}
-		// Every try of the first two deliveries' failed marks fails; the
-		// second delivery's claim is slow, so the interrupt lands in it.
-		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointFailed, Nth: 1, Count: 10, Kind: fakeband.FailBefore, Status: 503})
-		r.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointProcessing, Nth: 2, Kind: fakeband.Delay, Delay: 10 * time.Second})
-		stop := startOnce(r.world, cfg)
-		time.Sleep(time.Second) // the socket is up
-		id := r.say(room, "do the impossible")
-		for r.tap.count("processing", room.ID) < 2 {
-			time.Sleep(100 * time.Millisecond)
-		}
-		synctest.Wait()
-		require.Equal(t, 5, r.band.FaultsFired()["failed/fail_before"], "the first dead letter's failed mark did not land")
-		require.NoError(t, r.band.Interrupt(r.agent.ID, room.ID))
-		time.Sleep(2 * time.Minute)
-		require.NoError(t, stop())
-
-		require.Equal(t, 10, r.band.FaultsFired()["failed/fail_before"], "the interrupted delivery's failed mark did not land either")
+		r, id, calls, _ := interruptAFinishingDeadLetter(t, 10)
 		assert.Equal(t, 1, calls, "the handler ran once")
 		assert.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id))
-		assert.Empty(t, r.errorEvents(room), "the interrupt withheld the room's notice: it is not posted later")
+		assert.Empty(t, r.errorEvents(r.rooms[0]), "the interrupt withheld the room's notice: it is not posted later")
 	})
 }
