@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Env is what one life of an agent gets. A kill ends the life: its
@@ -84,6 +85,8 @@ type HandlerStart struct {
 	// External.Tick); Ended, when the handler returned (External.Ended),
 	// or 0 if that was never reported.
 	Tick, Ended int64
+	// EndedAt is when (virtual time) the handler returned, if Ended.
+	EndedAt time.Time
 }
 
 // externalWorld is the state every life's External shares.
@@ -138,7 +141,7 @@ func (x *External) Ended(room, messageID string) error {
 	for i := len(w.starts) - 1; i >= 0; i-- {
 		if s := &w.starts[i]; s.Life == x.life && s.Room == room && s.MessageID == messageID {
 			if s.Ended == 0 {
-				s.Ended = tick
+				s.Ended, s.EndedAt = tick, time.Now()
 			}
 			break
 		}

@@ -132,6 +132,9 @@ type controlRecord struct {
 	Lost  bool
 	Until int
 	Final bool
+	// At is when (virtual time) a push that reached the agent at once
+	// was sent; zero for one late or lost.
+	At time.Time
 	// CorrelationID is the push's, by which the engine sees it arrive.
 	CorrelationID string
 	// waiting: a late push not seen yet.

@@ -276,7 +276,7 @@ func (s *sim) control(ev Event, final bool) {
 	case !open || ev.Push == PushLost || !pushed:
 		rec.Lost = true
 	case ev.Push != PushLate && s.arrivals.arrived(rec.CorrelationID):
-		rec.Delivered = true
+		rec.Delivered, rec.At = true, time.Now()
 	default:
 		// Late, or queued behind a late push: it arrives when the agent
 		// reads it from its socket, if ever.

@@ -2,6 +2,7 @@ package proof
 
 import (
 	"slices"
+	"time"
 
 	"github.com/band-once/bandonce/fakeband"
 	"github.com/band-once/bandonce/internal/oracle"
@@ -28,7 +29,8 @@ const (
 	// and kills it met.
 	AbortsUncharged Invariant = "aborts-uncharged"
 	// InterruptSilence: nothing is sent for an interrupted cycle after
-	// the signal reached the agent.
+	// the signal reached the agent, and a handler it reached running ends
+	// within cutGrace.
 	InterruptSilence Invariant = "interrupt-silence"
 	// InterruptConsumes: a message whose turn an interrupt reached is
 	// consumed by the shell that heard it: that shell (the life, or with
@@ -36,7 +38,8 @@ const (
 	// reply or mark it failed.
 	InterruptConsumes Invariant = "interrupt-consumes"
 	// StopSilence: no handler starts in a room between a stop that
-	// reached the agent and the room's play.
+	// reached the agent and the room's play, and a handler it reached
+	// running ends within cutGrace.
 	StopSilence Invariant = "stop-silence"
 	// SupersedeStops: an agent the supersede reached starts no new work
 	// (no claim, no reply, no socket) and returns within 10s.
@@ -251,6 +254,31 @@ func (t *truth) interrupts(v *judgement) {
 				v.Fail(InterruptSilence, "%s's reply was sent after the interrupt reached the agent", m.Spec.Label)
 			}
 		}
+		t.cut(v, InterruptSilence, c, "interrupt")
+	}
+}
+
+// cutGrace is how long (virtual time) a handler that honours its context
+// may run on once a signal that cancels it reached the agent.
+const cutGrace = time.Second
+
+// cut fails inv when a handler running in c's room (every room, for an
+// agent-wide signal) when c's push reached the agent ran on for more than
+// cutGrace: the signal must cut the turn off, not only what it sends.
+// Only pushes that arrived at once have a time, and only schedules
+// without replicas are judged: a replica may be paused the moment after
+// it read the push.
+func (t *truth) cut(v *judgement, inv Invariant, c *controlRecord, what string) {
+	if c.At.IsZero() || t.s.sched.Replicas > 1 {
+		return
+	}
+	for _, st := range t.starts {
+		if c.Room >= 0 && st.Room != t.s.rooms[c.Room].ID {
+			continue
+		}
+		if st.Seq < c.Seq && st.Ended != 0 && st.EndedAt.Sub(c.At) > cutGrace {
+			v.Fail(inv, "the handler of %s ran %s past the %s that reached it", t.labelOf(st.MessageID), st.EndedAt.Sub(c.At).Round(time.Millisecond), what)
+		}
 	}
 }
 
@@ -273,5 +301,6 @@ func (t *truth) stops(v *judgement) {
 				v.Fail(StopSilence, "a handler started on %s in room %d after its stop reached the agent, before play", t.labelOf(st.MessageID), c.Room+1)
 			}
 		}
+		t.cut(v, StopSilence, c, "stop")
 	}
 }

@@ -1,6 +1,7 @@
 package proof
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -170,6 +171,24 @@ func TestShellKeepsAnInterruptThatLandsDuringTheGuardRead(t *testing.T) {
 	res := Simulate(t, s, Options{})
 	assert.Nil(t, res.Violation, "the interrupted message must be consumed, its reply never posted")
 	assert.Equal(t, 0, res.Replies)
+}
+
+// A signal must cut the turn off, not only what it sends: a handler that
+// does not honour its context runs on past the stop or the interrupt that
+// reached it, and the prover fails it (the Shell cancels it at once).
+func TestASignalMustEndTheHandlerItReaches(t *testing.T) {
+	for _, signal := range []EventKind{Stop, Interrupt} {
+		s := &Schedule{Seed: 1, Rooms: 1, Name: "a signal in a slow turn", Events: []Event{
+			{Kind: Say, Spec: MessageSpec{Label: "r1m1", Outcome: Reply, Slow: 1400 * time.Millisecond}},
+			{At: 6, After: 200 * time.Millisecond, Kind: signal, Room: 0},
+			{At: 6, After: 900 * time.Millisecond, Kind: Play, Room: 0},
+		}}
+		res := Simulate(t, s, Options{})
+		require.Nil(t, res.Violation, "%s: the Shell cancels the handler", signal)
+		res = Simulate(t, s, Options{Agent: ShellAgent(ShellConfig{deafHandler: true})})
+		require.NotNil(t, res.Violation, "%s: a handler that ran on passed", signal)
+		assert.Contains(t, res.Violation.Reason, "ran 1.2s past the "+strings.ToLower(signal.String()), signal)
+	}
 }
 
 // Found by mutation testing the prover: r1m2's reply POST got a 503 and

@@ -19,6 +19,10 @@ type ShellConfig struct {
 	// DeadLetterNotice is the Shell's Config.DeadLetterNotice: nil means
 	// the Shell's default notice.
 	DeadLetterNotice func(bandonce.DeadLetter) string
+
+	// deafHandler (tests): the handler works on a context no signal
+	// cancels, as one that does not honour its context.
+	deafHandler bool
 }
 
 // Shell timing under the prover: short, so a schedule's virtual time
@@ -74,7 +78,7 @@ func RunShell(ctx context.Context, env Env, ledger bandonce.Ledger, cfg ShellCon
 		BaseURL:          env.BaseURL,
 		SocketURL:        env.SocketURL,
 		HTTPClient:       env.HTTPClient,
-		Handler:          SpecHandler(env.External),
+		Handler:          specHandler(env.External, cfg.deafHandler),
 		Ledger:           ledger,
 		Logger:           slog.New(slog.DiscardHandler), // the storm's faults are deliberate
 		MaxAttempts:      cmp.Or(cfg.MaxAttempts, Budget),
@@ -143,3 +147,14 @@ func SpecHandler(ext *External) bandonce.Handler {
 type durableMemory struct{ *bandonce.MemoryLedger }
 
 func (durableMemory) Durable() bool { return true }
+
+// specHandler is SpecHandler, on a context nothing cancels when deaf.
+func specHandler(x *External, deaf bool) bandonce.Handler {
+	h := SpecHandler(x)
+	if !deaf {
+		return h
+	}
+	return func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
+		return h(context.WithoutCancel(ctx), m)
+	}
+}
