@@ -50,6 +50,13 @@ type Options struct {
 	// that key for a message that was answered, or two, are violations.
 	// The built-in agent (a nil Agent) sets it.
 	DeadLettersTold bool
+	// HandlersCut requires a handler that a stop or an interrupt reached
+	// running to end within a second of the signal's push (stop-silence,
+	// interrupt-silence), for agents whose handlers make no requests of
+	// their own, such as the Shell running SpecHandler: one waiting on
+	// its own send would need longer (package verify judges that by a
+	// rule of its own). The built-in agent (a nil Agent) sets it.
+	HandlersCut bool
 	// Busy, if set, reports whether the agent was working on a turn in
 	// the room (by id) in life at tick (see External.Tick) in a way the
 	// engine cannot see, such as a call to the outside world in flight.
@@ -81,7 +88,7 @@ func (o Options) withDefaults() Options {
 			}
 			return single(s)
 		}
-		o.DeadLettersTold = true
+		o.DeadLettersTold, o.HandlersCut = true, true
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = Budget

@@ -265,11 +265,11 @@ const cutGrace = time.Second
 // cut fails inv when a handler running in c's room (every room, for an
 // agent-wide signal) when c's push reached the agent ran on for more than
 // cutGrace: the signal must cut the turn off, not only what it sends.
-// Only pushes that arrived at once have a time, and only schedules
-// without replicas are judged: a replica may be paused the moment after
-// it read the push.
+// Only with Options.HandlersCut, only pushes that arrived at once (they
+// have a time), and only schedules without replicas (a replica may be
+// paused the moment after it read the push).
 func (t *truth) cut(v *judgement, inv Invariant, c *controlRecord, what string) {
-	if c.At.IsZero() || t.s.sched.Replicas > 1 {
+	if !t.s.opts.HandlersCut || c.At.IsZero() || t.s.sched.Replicas > 1 {
 		return
 	}
 	for _, st := range t.starts {

@@ -185,7 +185,7 @@ func TestASignalMustEndTheHandlerItReaches(t *testing.T) {
 		}}
 		res := Simulate(t, s, Options{})
 		require.Nil(t, res.Violation, "%s: the Shell cancels the handler", signal)
-		res = Simulate(t, s, Options{Agent: ShellAgent(ShellConfig{deafHandler: true})})
+		res = Simulate(t, s, Options{Agent: ShellAgent(ShellConfig{deafHandler: true}), HandlersCut: true})
 		require.NotNil(t, res.Violation, "%s: a handler that ran on passed", signal)
 		assert.Contains(t, res.Violation.Reason, "ran 1.2s past the "+strings.ToLower(signal.String()), signal)
 	}

@@ -226,6 +226,7 @@ func prove(t *testing.T, o options, out io.Writer, stderr *os.File) bool {
 	}
 	cfg.Engine.Agent = durableAgent(shell)
 	cfg.Engine.DeadLettersTold = true // the Shell tells the room of every dead letter
+	cfg.Engine.HandlersCut = true     // and cancels a handler a signal reached
 	switch {
 	case isTerminal(stderr):
 		cfg.Progress = progressLine(stderr, "\r", 200*time.Millisecond)
