@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/band-once/bandonce"
 )
 
 // Env is what one life of an agent gets. A kill ends the life: its
@@ -96,6 +98,9 @@ type externalWorld struct {
 	order   *orderClock
 	starts  []HandlerStart
 	effects map[string]int
+	// kept is the durable ledger the lives share, when it keeps dead
+	// letters: the oracle reads it at the end (see deadLettersKept).
+	kept bandonce.DeadLetterLedger
 }
 
 func newExternalWorld(stamp func() int, order *orderClock) *externalWorld {
@@ -185,4 +190,12 @@ func (w *externalWorld) snapshot() ([]HandlerStart, map[string]int) {
 		effects[k] = v
 	}
 	return append([]HandlerStart(nil), w.starts...), effects
+}
+
+// keeps tells the oracle which ledger, durable across the schedule's
+// kills, keeps the agent's dead letters.
+func (x *External) keeps(dl bandonce.DeadLetterLedger) {
+	x.world.mu.Lock()
+	defer x.world.mu.Unlock()
+	x.world.kept = dl
 }

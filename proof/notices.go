@@ -1,6 +1,7 @@
 package proof
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 
@@ -31,6 +32,38 @@ func (t *truth) notices(v *judgement) {
 			// (An interrupt that reached its turn may have consumed it
 			// after a dead-letter mark that did not seem to land.)
 			v.Fail(OneOutcome, "%s was dead-lettered without a word to its room", m.Spec.Label)
+		}
+	}
+	t.deadLettersKept(v)
+}
+
+// deadLettersKept judges, as part of OneOutcome, that a durable ledger
+// that keeps dead letters (one the agent named, see External.keeps) holds
+// every message the agent gave up on, for an operator to replay.
+func (t *truth) deadLettersKept(v *judgement) {
+	t.s.world.mu.Lock()
+	dl := t.s.world.kept
+	t.s.world.mu.Unlock()
+	if dl == nil {
+		return
+	}
+	all, err := dl.DeadLetters(context.Background())
+	if err != nil {
+		v.Fail(OneOutcome, "the dead letters cannot be listed: %v", err)
+		return
+	}
+	kept := map[string]bool{}
+	for _, d := range all {
+		kept[d.RoomID+"/"+d.MessageID] = true
+	}
+	for _, m := range t.s.messages {
+		done := t.processedSeq(m.ID)
+		if done != 0 && t.deadLettered(m.ID, done) && !kept[t.s.rooms[m.Room].ID+"/"+m.ID] &&
+			!t.interruptedIn(m.Room, t.windowStart(m, done), done) {
+			// (As for its notice: a life that gave it up may have died
+			// before keeping it, and an interrupt consumed the next
+			// life's turn of it.)
+			v.Fail(OneOutcome, "%s was given up on, but its dead letter is not kept for a replay", m.Spec.Label)
 		}
 	}
 }

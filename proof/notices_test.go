@@ -54,3 +54,16 @@ func TestADeadLetterTheRoomIsNotToldOfIsAViolation(t *testing.T) {
 	assert.Equal(t, OneOutcome, res.Violation.Invariant)
 	assert.Contains(t, res.Violation.Reason, "without a word to its room")
 }
+
+// A durable ledger must keep every dead letter for an operator's replay:
+// one whose Shell gave a message up without keeping it fails.
+func TestADeadLetterTheLedgerDoesNotKeepIsAViolation(t *testing.T) {
+	s := deadLetter()
+	s.Durable = true
+	res := Simulate(t, s, Options{})
+	require.Nil(t, res.Violation, "the Shell keeps it")
+	res = Simulate(t, s, Options{DeadLettersTold: true, Agent: ShellAgent(ShellConfig{forgetDeadLetters: true})})
+	require.NotNil(t, res.Violation)
+	assert.Equal(t, OneOutcome, res.Violation.Invariant)
+	assert.Contains(t, res.Violation.Reason, "r1m1 was given up on, but its dead letter is not kept for a replay")
+}

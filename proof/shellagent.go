@@ -23,6 +23,9 @@ type ShellConfig struct {
 	// deafHandler (tests): the handler works on a context no signal
 	// cancels, as one that does not honour its context.
 	deafHandler bool
+	// forgetDeadLetters (tests): the durable ledger drops every dead
+	// letter the Shell keeps.
+	forgetDeadLetters bool
 }
 
 // Shell timing under the prover: short, so a schedule's virtual time
@@ -53,12 +56,17 @@ func ShellAgent(cfg ShellConfig) func(*Schedule) (Factory, func()) {
 		var keep bandonce.Ledger
 		if s.Durable {
 			keep = &durableMemory{bandonce.NewMemoryLedger()}
+			if cfg.forgetDeadLetters {
+				keep = forgetful{keep.(*durableMemory)}
+			}
 		}
 		return func() Agent {
 			return func(ctx context.Context, env Env) error {
 				ledger := keep
 				if ledger == nil {
 					ledger = bandonce.NewMemoryLedger()
+				} else if dl, ok := ledger.(bandonce.DeadLetterLedger); ok && env.External != nil {
+					env.External.keeps(dl)
 				}
 				return RunShell(ctx, env, ledger, cfg)
 			}
@@ -147,6 +155,11 @@ func SpecHandler(ext *External) bandonce.Handler {
 type durableMemory struct{ *bandonce.MemoryLedger }
 
 func (durableMemory) Durable() bool { return true }
+
+// forgetful is a durable ledger that keeps no dead letter (tests).
+type forgetful struct{ *durableMemory }
+
+func (forgetful) AddDeadLetter(context.Context, bandonce.DeadLetter) error { return nil }
 
 // specHandler is SpecHandler, on a context nothing cancels when deaf.
 func specHandler(x *External, deaf bool) bandonce.Handler {
