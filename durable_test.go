@@ -2,14 +2,11 @@ package bandonce_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -359,75 +356,5 @@ func TestAnInterruptInAFailedClaimSurvivesARestartOnADurableLedger(t *testing.T)
 		assert.Zero(t, r.h.callsOf(id), "the interrupt is not lost with the restart")
 		assert.Empty(t, r.replies(room), "nothing posted after the interrupt")
 		assert.Equal(t, fakeband.StatusProcessed, r.band.Status(r.agent.ID, id))
-	})
-}
-
-// blipLedger fails the first n Key reads of the shell's own dead-letter
-// records ("bandonce:..."), as a ledger does in a short outage (a
-// connection reset, a statement timeout), then works again.
-type blipLedger struct {
-	*boltledger.Ledger
-	mu     sync.Mutex
-	n      int
-	failed int
-}
-
-var errBlip = errors.New("ledger: connection reset by peer")
-
-func (b *blipLedger) Key(ctx context.Context, room, key string) (bandonce.KeyState, error) {
-	b.mu.Lock()
-	if strings.HasPrefix(key, "bandonce:") || strings.HasSuffix(key, ":dead-letter") {
-		if b.failed < b.n {
-			b.failed++
-			b.mu.Unlock()
-			return bandonce.KeyUnknown, errBlip
-		}
-	}
-	b.mu.Unlock()
-	return b.Ledger.Key(ctx, room, key)
-}
-
-// A life gives a message up (its dead letter recorded, the room being
-// told) and dies before consuming it. The next life, on the same durable
-// ledger, must finish the dead letter, not answer it. If its look at the
-// ledger's dead-letter records fails once (a transient read error), the
-// shell takes the error for "no record", runs the handler, which gave up
-// for good, again, and posts a reply after the room was told it stopped
-// trying.
-func TestATransientLedgerReadDoesNotUndoADeadLetter(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "agent.ledger")
-	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, 1)
-		room := w.rooms[0]
-		id := w.say(room, "hi")
-		w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.ApplyLate, Delay: 3 * time.Second})
-		var runs atomic.Int32
-		handler := func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
-			if runs.Add(1) == 1 {
-				return permanentFailure(ctx, m)
-			}
-			return echo(ctx, m)
-		}
-		first, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
-		require.NoError(t, err)
-		c := w.config(handler)
-		c.Ledger = first
-		killLifeAt(t, w, c, time.Second)
-		require.NoError(t, first.Close())
-
-		second, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
-		require.NoError(t, err)
-		defer second.Close()
-		c = w.config(handler)
-		// Six reads: the dead-letter look of this delivery and of the next,
-		// once the settle window has passed (a blip of some seconds).
-		c.Ledger = &blipLedger{Ledger: second, n: 6}
-		stop := w.start(c)
-		runFor(time.Minute)
-		require.NoError(t, stop())
-		assert.Equal(t, int32(1), runs.Load(), "the handler gave up once, and runs once")
-		assert.Equal(t, 0, w.repliesTo(room, bandonce.DefaultKey(id)), "no answer after the room was told the agent gave up")
-		assert.Len(t, w.errorEvents(room), 1, "the room is told once")
-		assert.Equal(t, fakeband.StatusProcessed, w.band.Status(w.agent.ID, id))
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -170,16 +172,54 @@ func permanentFailure(context.Context, *bandonce.Message) (*bandonce.Reply, erro
 	return nil, bandonce.Permanent(context.DeadlineExceeded)
 }
 
+// blipLedger fails the first n Key reads of the shell's own dead-letter
+// records ("bandonce:..."), as a ledger does in a short outage (a
+// connection reset, a statement timeout), then works again.
+type blipLedger struct {
+	*boltledger.Ledger
+	mu     sync.Mutex
+	n      int
+	failed int
+}
+
+var errBlip = errors.New("ledger: connection reset by peer")
+
+func (b *blipLedger) Key(ctx context.Context, room, key string) (bandonce.KeyState, error) {
+	b.mu.Lock()
+	if strings.HasPrefix(key, "bandonce:") || strings.HasSuffix(key, ":dead-letter") {
+		if b.failed < b.n {
+			b.failed++
+			b.mu.Unlock()
+			return bandonce.KeyUnknown, errBlip
+		}
+	}
+	b.mu.Unlock()
+	return b.Ledger.Key(ctx, room, key)
+}
+
 // The dead-letter notice's POST is held by Band and applied after the life
 // that sent it died; the next life, on the same durable ledger, finishes
 // the dead letter from the ledger's record of the notice: the room is told
 // once, and the handler, which gave up for good, does not run again (a
 // run would now answer after the room was told the agent stopped trying).
 // The same when an earlier version wrote that record, under the notice's
-// bare key, before events were named apart.
+// bare key, before events were named apart, and when the next life's
+// reads of the record fail a while (it backs off, and does not take not
+// knowing for "no record").
 func TestADeadLetterNoticeAppliedAfterItsSenderDiedIsPostedOnce(t *testing.T) {
-	for _, earlier := range []bool{false, true} {
-		t.Run(map[bool]string{false: "this version's record", true: "an earlier version's record"}[earlier], func(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		earlier bool
+		// blips fail the next life's first reads of the shell's own
+		// records: not knowing is no "no record".
+		blips int
+	}{
+		{"this version's record", false, 0},
+		{"an earlier version's record", true, 0},
+		{"the record's reads failing a while", false, 6},
+	} {
+		earlier := c.earlier
+		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "agent.ledger")
 			synctest.Test(t, func(t *testing.T) {
 				w := newWorld(t, 1)
@@ -187,8 +227,10 @@ func TestADeadLetterNoticeAppliedAfterItsSenderDiedIsPostedOnce(t *testing.T) {
 				id := w.say(room, "hi")
 				w.band.Inject(fakeband.Fault{Endpoint: fakeband.EndpointEvent, Nth: 1, Kind: fakeband.ApplyLate, Delay: 3 * time.Second})
 				var runs atomic.Int32
+				var ledger *boltledger.Ledger
 				life := func() bandonce.Config {
-					ledger, err := boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
+					var err error
+					ledger, err = boltledger.Open(path, boltledger.Options{AgentID: w.agent.ID})
 					require.NoError(t, err)
 					t.Cleanup(func() { ledger.Close() })
 					c := w.config(func(ctx context.Context, m *bandonce.Message) (*bandonce.Reply, error) {
@@ -211,12 +253,17 @@ func TestADeadLetterNoticeAppliedAfterItsSenderDiedIsPostedOnce(t *testing.T) {
 					require.NoError(t, l.SetKey(ctx, room.ID, bandonce.NoticeKey(id), state))
 					require.NoError(t, l.SetKey(ctx, room.ID, name, bandonce.KeyUnknown))
 				}
-				require.NoError(t, first.Ledger.(*boltledger.Ledger).Close())
+				require.NoError(t, ledger.Close())
 				second := life()
+				if c.blips > 0 {
+					// Six reads: the dead-letter look of this delivery and of
+					// the next, once the settle window has passed.
+					second.Ledger = &blipLedger{Ledger: ledger, n: c.blips}
+				}
 				stop := w.start(second)
 				runFor(time.Minute)
 				require.NoError(t, stop())
-				dead, err := second.Ledger.(*boltledger.Ledger).DeadLetters(context.Background())
+				dead, err := ledger.DeadLetters(context.Background())
 				require.NoError(t, err)
 				assert.Len(t, dead, 1, "kept once, for a replay")
 				assert.Equal(t, int32(1), runs.Load(), "the handler gave up once, and runs once")
